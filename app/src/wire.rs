@@ -1,0 +1,471 @@
+//! Wire types of the `pty-ws/v1` binding and the `pty-extensions/v1` extension, shared by
+//! the server and the browser. Nothing here does I/O; encoding and decoding only.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+pub const BINDING_URI: &str = "https://agentic-sandbox.aiwg.io/bindings/pty-ws/v1";
+pub const BINDING_VERSION: &str = "1.0.0";
+pub const EXTENSION_URI: &str = "https://agentic-sandbox.aiwg.io/extensions/pty-extensions/v1";
+pub const SUBPROTOCOL_JSON: &str = "pty-ws.v1";
+pub const SUBPROTOCOL_BINARY: &str = "pty-ws.v1.binary";
+/// Prefix of the subprotocol entry that carries a bearer token for browsers.
+pub const BEARER_SUBPROTOCOL_PREFIX: &str = "bearer.";
+pub const SNAPSHOT_FORMAT: &str = "vt100-screen-state-v1";
+pub const OP_SESSION_FRAME: &str = "pty.session_frame";
+
+/// One frame on the socket. Client frames never carry `sequence`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    pub op: String,
+    pub id: String,
+    pub ts: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_from: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_parameters: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<Vec<String>>,
+    #[serde(default)]
+    pub payload: Value,
+}
+
+/// Raw bytes that travel as standard base64 (RFC 4648 §4) inside JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Base64Bytes(pub Vec<u8>);
+
+impl Serialize for Base64Bytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Base64Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        STANDARD
+            .decode(text.as_bytes())
+            .map(Base64Bytes)
+            .map_err(|e| serde::de::Error::custom(format!("invalid base64: {e}")))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Controller,
+    Observer,
+}
+
+/// A terminal dimension: 1..=1024 per the extension schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Dim(pub u16);
+
+impl<'de> Deserialize<'de> for Dim {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = u64::deserialize(d)?;
+        if (1..=1024).contains(&v) {
+            Ok(Dim(v as u16))
+        } else {
+            Err(serde::de::Error::custom(format!("{v} is outside 1..=1024")))
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalSize {
+    pub cols: Dim,
+    pub rows: Dim,
+}
+
+/// `pty.join_session`, with the binding's session-host selection (§5.1.1).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinSession {
+    pub role: Option<Role>,
+    pub cols: Option<Dim>,
+    pub rows: Option<Dim>,
+    pub client_label: Option<String>,
+    #[serde(alias = "backend")]
+    pub session_backend: Option<String>,
+    pub session_class: Option<String>,
+    pub argv: Option<Vec<String>>,
+    pub command: Option<String>,
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(alias = "working_dir")]
+    pub cwd: Option<String>,
+    pub terminal_size: Option<TerminalSize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionInput {
+    pub data: Base64Bytes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionResize {
+    pub cols: Dim,
+    pub rows: Dim,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestRole {
+    pub role: Role,
+}
+
+/// Payload of verbs that take none (`pty.leave_session`, `pty.request_keyframe`, `pty.release_role`).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ping {
+    pub client_ts: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pong {
+    pub client_ts: String,
+    pub server_ts: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateServiceParameters {
+    pub service_parameters: Map<String, Value>,
+}
+
+/// What a client asks for, decoded from an envelope's `op` and `payload`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientOp {
+    Join(JoinSession),
+    Leave,
+    Input(Vec<u8>),
+    Resize(SessionResize),
+    RequestRole(Role),
+    ReleaseRole,
+    RequestKeyframe,
+    Ping(Ping),
+    UpdateServiceParameters(UpdateServiceParameters),
+}
+
+/// Why a client frame was refused before it reached a session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecodeError {
+    /// Not a JSON object of the envelope's shape, or a payload of the wrong shape.
+    Invalid(String),
+    /// An `op` this server does not implement.
+    Unsupported(String),
+}
+
+/// The A2A core operations; named so that an honest `UNSUPPORTED_OPERATION` can say which.
+pub const CORE_OPERATIONS: [&str; 6] = [
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+];
+
+/// A decoded client frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    pub envelope: Envelope,
+    pub op: ClientOp,
+    /// A `session_id` the payload named, which must be the connection's own.
+    pub session_id: Option<String>,
+}
+
+impl ClientOp {
+    /// Decodes one client text frame. Validates the envelope (a single object, no unknown
+    /// fields, no `sequence`) and the payload of the named verb.
+    pub fn decode(text: &str) -> Result<Decoded, (Option<String>, DecodeError)> {
+        let env: Envelope = serde_json::from_str(text).map_err(|e| {
+            let id = serde_json::from_str::<Value>(text)
+                .ok()
+                .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_owned));
+            (id, DecodeError::Invalid(format!("malformed envelope: {e}")))
+        })?;
+        let fail = |e: DecodeError| (Some(env.id.clone()), e);
+        if env.sequence.is_some() {
+            return Err(fail(DecodeError::Invalid(
+                "clients must not set sequence".into(),
+            )));
+        }
+        if env.id.is_empty() {
+            return Err(fail(DecodeError::Invalid("id must not be empty".into())));
+        }
+        let mut payload = if env.payload.is_null() {
+            Value::Object(Map::new())
+        } else {
+            env.payload.clone()
+        };
+        let session_id = match payload.as_object_mut().map(|p| p.remove("session_id")) {
+            None => return Err(fail(DecodeError::Invalid("payload must be an object".into()))),
+            Some(None) => None,
+            Some(Some(Value::String(s))) => Some(s),
+            Some(Some(_)) => {
+                return Err(fail(DecodeError::Invalid("session_id must be a string".into())));
+            }
+        };
+        fn parse<T: serde::de::DeserializeOwned>(op: &str, p: Value) -> Result<T, DecodeError> {
+            serde_json::from_value(p).map_err(|e| DecodeError::Invalid(format!("{op}: {e}")))
+        }
+        let op = match env.op.as_str() {
+            "pty.join_session" => ClientOp::Join(parse(&env.op, payload).map_err(fail)?),
+            "pty.leave_session" => parse::<Empty>(&env.op, payload)
+                .map(|_| ClientOp::Leave)
+                .map_err(fail)?,
+            "pty.session_input" => ClientOp::Input(
+                parse::<SessionInput>(&env.op, payload)
+                    .map_err(fail)?
+                    .data
+                    .0,
+            ),
+            "pty.session_resize" => ClientOp::Resize(parse(&env.op, payload).map_err(fail)?),
+            "pty.request_role" => ClientOp::RequestRole(
+                parse::<RequestRole>(&env.op, payload).map_err(fail)?.role,
+            ),
+            "pty.release_role" => parse::<Empty>(&env.op, payload)
+                .map(|_| ClientOp::ReleaseRole)
+                .map_err(fail)?,
+            "pty.request_keyframe" => parse::<Empty>(&env.op, payload)
+                .map(|_| ClientOp::RequestKeyframe)
+                .map_err(fail)?,
+            "ping" => ClientOp::Ping(parse(&env.op, payload).map_err(fail)?),
+            "UpdateServiceParameters" => {
+                ClientOp::UpdateServiceParameters(parse(&env.op, payload).map_err(fail)?)
+            }
+            other => return Err(fail(DecodeError::Unsupported(other.to_owned()))),
+        };
+        Ok(Decoded {
+            envelope: env,
+            op,
+            session_id,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+    Log,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientRef {
+    pub client_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseReason {
+    Normal,
+    Killed,
+    Timeout,
+    InstanceTerminated,
+    Error,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PtyErrorCode {
+    PtyWriteFailed,
+    PtyResizeFailed,
+    PtyOutputLagged,
+    KeyframeUnavailable,
+}
+
+/// The payload of a `pty.session_frame`, discriminated by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum SessionFrame {
+    Output {
+        stream: OutputStream,
+        data: Base64Bytes,
+    },
+    Resize {
+        cols: u16,
+        rows: u16,
+    },
+    RoleAssigned {
+        role: Role,
+        client_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        downgraded: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    MembershipChanged {
+        controllers: Vec<ClientRef>,
+        observers: Vec<ClientRef>,
+    },
+    Keyframe {
+        snapshot: Base64Bytes,
+        snapshot_format: String,
+        snapshot_cols: u16,
+        snapshot_rows: u16,
+        anchor_sequence: u64,
+    },
+    Closed {
+        exit_code: Option<i32>,
+        reason: CloseReason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    Error {
+        code: PtyErrorCode,
+        message: String,
+    },
+}
+
+impl SessionFrame {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SessionFrame::Output { .. } => "Output",
+            SessionFrame::Resize { .. } => "Resize",
+            SessionFrame::RoleAssigned { .. } => "RoleAssigned",
+            SessionFrame::MembershipChanged { .. } => "MembershipChanged",
+            SessionFrame::Keyframe { .. } => "Keyframe",
+            SessionFrame::Closed { .. } => "Closed",
+            SessionFrame::Error { .. } => "Error",
+        }
+    }
+}
+
+/// Binding-level error codes (§6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    TaskNotFound,
+    TaskNotCancelable,
+    InvalidRequest,
+    UnsupportedOperation,
+    Unauthenticated,
+    PermissionDenied,
+    RateLimited,
+    Internal,
+    ReplayOutOfRange,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::TaskNotFound => "TASK_NOT_FOUND",
+            ErrorCode::TaskNotCancelable => "TASK_NOT_CANCELABLE",
+            ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::UnsupportedOperation => "UNSUPPORTED_OPERATION",
+            ErrorCode::Unauthenticated => "UNAUTHENTICATED",
+            ErrorCode::PermissionDenied => "PERMISSION_DENIED",
+            ErrorCode::RateLimited => "RATE_LIMITED",
+            ErrorCode::Internal => "INTERNAL",
+            ErrorCode::ReplayOutOfRange => "REPLAY_OUT_OF_RANGE",
+        }
+    }
+
+    /// HTTP status and google.rpc code name of the canonical A2A error.
+    fn status(self) -> (u16, &'static str) {
+        match self {
+            ErrorCode::TaskNotFound => (404, "NOT_FOUND"),
+            ErrorCode::TaskNotCancelable | ErrorCode::UnsupportedOperation => {
+                (400, "FAILED_PRECONDITION")
+            }
+            ErrorCode::InvalidRequest => (400, "INVALID_ARGUMENT"),
+            ErrorCode::Unauthenticated => (401, "UNAUTHENTICATED"),
+            ErrorCode::PermissionDenied => (403, "PERMISSION_DENIED"),
+            ErrorCode::RateLimited => (429, "RESOURCE_EXHAUSTED"),
+            ErrorCode::Internal => (500, "INTERNAL"),
+            ErrorCode::ReplayOutOfRange => (400, "OUT_OF_RANGE"),
+        }
+    }
+
+    pub fn retryable(self) -> bool {
+        matches!(self, ErrorCode::RateLimited | ErrorCode::Internal)
+    }
+}
+
+/// The payload of a binding `Error` frame, with the canonical A2A error (google.rpc.Status
+/// with an ErrorInfo whose reason is the binding code).
+pub fn error_payload(code: ErrorCode, message: &str) -> Value {
+    let (http, status) = code.status();
+    serde_json::json!({
+        "code": code.as_str(),
+        "message": message,
+        "a2a_error": {
+            "code": http,
+            "status": status,
+            "message": message,
+            "details": [{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": code.as_str(),
+                "domain": "a2a-protocol.org",
+            }],
+        },
+        "retryable": code.retryable(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_payload_decodes_base64_bytes() {
+        let d = ClientOp::decode(
+            r#"{"op":"pty.session_input","id":"a","ts":"2026-01-01T00:00:00Z","payload":{"data":"aGk=","session_id":"s1"}}"#,
+        )
+        .unwrap();
+        assert_eq!(d.envelope.id, "a");
+        assert_eq!(d.op, ClientOp::Input(b"hi".to_vec()));
+        assert_eq!(d.session_id.as_deref(), Some("s1"));
+    }
+
+    #[test]
+    fn client_sequence_unknown_fields_and_bad_sizes_are_invalid() {
+        for text in [
+            r#"{"op":"ping","id":"a","ts":"t","sequence":3,"payload":{"client_ts":"t"}}"#,
+            r#"{"op":"ping","id":"a","ts":"t","bogus":1,"payload":{"client_ts":"t"}}"#,
+            r#"{"op":"pty.session_resize","id":"a","ts":"t","payload":{"cols":0,"rows":5}}"#,
+            r#"{"op":"pty.session_input","id":"a","ts":"t","payload":{"data":"***"}}"#,
+            r#"[1,2]"#,
+        ] {
+            assert!(
+                matches!(ClientOp::decode(text), Err((_, DecodeError::Invalid(_)))),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_op_is_unsupported_and_keeps_the_request_id() {
+        let err = ClientOp::decode(r#"{"op":"Nope","id":"x1","ts":"t","payload":{}}"#).unwrap_err();
+        assert_eq!(err, (Some("x1".into()), DecodeError::Unsupported("Nope".into())));
+    }
+
+    #[test]
+    fn session_frames_round_trip_with_their_kind_tag() {
+        let f = SessionFrame::Output {
+            stream: OutputStream::Stdout,
+            data: Base64Bytes(b"\x1b[1mA".to_vec()),
+        };
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["kind"], "Output");
+        assert_eq!(v["data"], "G1sxbUE=");
+        assert_eq!(serde_json::from_value::<SessionFrame>(v).unwrap(), f);
+    }
+}

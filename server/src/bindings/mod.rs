@@ -1,0 +1,3 @@
+//! Thin adapters between transports and the session core.
+
+pub mod pty_ws;

@@ -1,0 +1,581 @@
+//! The `pty-ws/v1` binding: upgrade checks (subprotocol, bearer, session), then one task
+//! per connection that maps frames to session commands and session frames to the socket.
+
+use std::time::Duration;
+
+use app::wire::{
+    self, ClientOp, DecodeError, Envelope, ErrorCode, JoinSession, Pong, Role,
+    SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON,
+};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::auth::{self, Principal, Scope};
+use crate::card::PTY_WS_OPERATIONS;
+use crate::clock;
+use crate::http::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
+use crate::sessions::{
+    self, BACKENDS, CLASSES, Command, JoinRequest, Joined, Outbound, Refusal, Replay,
+    SessionHandle,
+};
+
+/// Largest client frame accepted.
+pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, Deserialize)]
+pub struct AttachPath {
+    sid: String,
+}
+
+/// `GET B/sessions/{sid}/attach`: everything that can fail is refused before the upgrade.
+pub async fn attach(
+    State(state): State<AppState>,
+    Path(AttachPath { sid }): Path<AttachPath>,
+    uri: Uri,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    match check_attach(&state, &sid, &uri, &headers).await {
+        Err(e) => e.into_response(),
+        Ok(principal) => match upgrade {
+            Err(rejection) => rejection.into_response(),
+            Ok(ws) => {
+                let tracker = state.connections.clone();
+                ws.protocols([SUBPROTOCOL_JSON])
+                    .max_message_size(MAX_FRAME_BYTES)
+                    .on_upgrade(move |socket| {
+                        tracker.track_future(Connection::new(state, principal, sid).run(socket))
+                    })
+            }
+        },
+    }
+}
+
+async fn check_attach(
+    state: &AppState,
+    sid: &str,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<Principal, ApiError> {
+    refuse_query_token(uri.query())?;
+    let offered: Vec<&str> = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    if !offered.contains(&SUBPROTOCOL_JSON) {
+        let message = if offered.contains(&SUBPROTOCOL_BINARY) {
+            "pty-ws.v1.binary is not offered by this server; request pty-ws.v1"
+        } else {
+            "the Sec-WebSocket-Protocol header must include pty-ws.v1"
+        };
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message));
+    }
+    let token = header_bearer(headers)
+        .map(str::to_owned)
+        .or_else(|| auth::bearer_from_subprotocols(offered.iter().copied()));
+    let principal = auth::authenticate(&state.store, token.as_deref())
+        .await
+        .map_err(auth_error)?;
+    let known = principal.sees_session(sid) && state.sessions.view(sid).await?.is_some();
+    if !known {
+        return Err(ApiError::not_found(format!("no session {sid}")));
+    }
+    Ok(principal)
+}
+
+type Sink = SplitSink<WebSocket, Message>;
+
+/// Whether the connection goes on after a frame.
+enum Flow {
+    Continue,
+    Stop,
+}
+
+/// A joined member: its session, id, live queue, and the guard that leaves on drop.
+struct Membership {
+    client_id: String,
+    role: Role,
+    out: mpsc::Receiver<Outbound>,
+    _guard: LeaveOnDrop,
+}
+
+/// Leaves the session when the connection ends for any reason (RAII), so roles held by a
+/// dropped, reaped or failed connection are always released.
+struct LeaveOnDrop {
+    handle: SessionHandle,
+    client_id: Option<String>,
+}
+
+impl Drop for LeaveOnDrop {
+    fn drop(&mut self) {
+        if let Some(id) = self.client_id.take() {
+            self.handle.leave_now(id);
+        }
+    }
+}
+
+struct Connection {
+    state: AppState,
+    principal: Principal,
+    session_id: String,
+    service_parameters: Map<String, Value>,
+    seen_first_frame: bool,
+    member: Option<Membership>,
+    span: tracing::Span,
+}
+
+impl Connection {
+    fn new(state: AppState, principal: Principal, session_id: String) -> Connection {
+        let span = tracing::info_span!(
+            "pty_ws", session_id = %session_id, token_id = %principal.token_id,
+            scope = %principal.scope, client_id = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
+        );
+        Connection {
+            state,
+            principal,
+            session_id,
+            service_parameters: Map::new(),
+            seen_first_frame: false,
+            member: None,
+            span,
+        }
+    }
+
+    async fn run(mut self, socket: WebSocket) {
+        let span = self.span.clone();
+        let _enter = span.enter();
+        let (mut sink, stream) = socket.split();
+        tracing::info!("attached");
+        if self.send(&mut sink, self.hello().await).await.is_ok() {
+            self.serve(&mut sink, stream).await;
+        }
+        tracing::info!("detached");
+    }
+
+    async fn hello(&self) -> String {
+        let current = match self.state.sessions.live(&self.session_id) {
+            Some(h) => h.current_sequence(),
+            None => self
+                .state
+                .sessions
+                .view(&self.session_id)
+                .await
+                .ok()
+                .flatten()
+                .map_or(0, |v| v.row.last_sequence),
+        };
+        server_frame(
+            "binding_hello",
+            None,
+            Some(0),
+            json!({
+                "binding_uri": wire::BINDING_URI,
+                "binding_version": wire::BINDING_VERSION,
+                "supported_operations": PTY_WS_OPERATIONS,
+                "activated_extensions": [],
+                "session": { "session_id": self.session_id, "current_sequence": current },
+                "session_host": {
+                    "supported_backends": BACKENDS,
+                    "default_backend": BACKENDS[0],
+                    "supported_classes": CLASSES,
+                    "default_class": CLASSES[0],
+                    "observe_supported": true,
+                    "drive_supported": true,
+                    "reattach_supported": true,
+                },
+                "payload_mode": {
+                    "binary": false,
+                    "binary_subprotocol": SUBPROTOCOL_BINARY,
+                    "json_subprotocol": SUBPROTOCOL_JSON,
+                },
+            }),
+        )
+    }
+
+    async fn serve(&mut self, sink: &mut Sink, mut stream: SplitStream<WebSocket>) {
+        let (interval, timeout) = (self.state.heartbeat_interval, self.state.heartbeat_timeout);
+        let mut heartbeat = tokio::time::interval_at(Instant::now() + interval, interval);
+        let mut last_pong = Instant::now();
+        let shutdown = self.state.shutdown.clone();
+        loop {
+            tokio::select! {
+                biased;
+                out = next_outbound(&mut self.member) => {
+                    let reason = match out {
+                        Some(Outbound::Frame(json)) => {
+                            if self.send_bytes(sink, json).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        Some(Outbound::Goodbye(reason)) => reason,
+                        None => "session_closed",
+                    };
+                    self.goodbye(sink, reason).await;
+                    return;
+                }
+                msg = stream.next() => match msg {
+                    Some(Ok(Message::Text(text))) => {
+                        if let Flow::Stop = self.on_text(sink, text.as_str()).await {
+                            return;
+                        }
+                    }
+                    Some(Ok(Message::Binary(_))) => {
+                        let e = error_frame(None, ErrorCode::InvalidRequest,
+                            "binary frames need the pty-ws.v1.binary subprotocol");
+                        if self.send(sink, e).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(Ok(Message::Pong(_))) => last_pong = Instant::now(),
+                    Some(Ok(Message::Ping(_))) => {}
+                    Some(Ok(Message::Close(_))) | None => return,
+                    Some(Err(e)) => {
+                        tracing::info!(error = %e, "socket error");
+                        return;
+                    }
+                },
+                _ = heartbeat.tick() => {
+                    if last_pong.elapsed() > timeout {
+                        tracing::info!(silent_secs = last_pong.elapsed().as_secs_f64(),
+                            "no Pong within the heartbeat timeout; reaping the connection");
+                        let _ = tokio::time::timeout(Duration::from_secs(1),
+                            close(sink, 1011, "heartbeat timeout")).await;
+                        return;
+                    }
+                    if self.send_message(sink, Message::Ping(Bytes::new())).await.is_err() {
+                        return;
+                    }
+                }
+                _ = shutdown.cancelled() => {
+                    self.goodbye(sink, "server_shutdown").await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Sends with a deadline: a peer that takes longer than the heartbeat timeout to take
+    /// one frame is treated as gone.
+    async fn send_message(&self, sink: &mut Sink, msg: Message) -> Result<(), ()> {
+        match tokio::time::timeout(self.state.heartbeat_timeout, sink.send(msg)).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(()),
+        }
+    }
+
+    async fn send(&self, sink: &mut Sink, text: String) -> Result<(), ()> {
+        self.send_message(sink, Message::Text(text.into())).await
+    }
+
+    async fn send_bytes(&self, sink: &mut Sink, json: Bytes) -> Result<(), ()> {
+        let text = Utf8Bytes::try_from(json).map_err(|_| ())?;
+        self.send_message(sink, Message::Text(text)).await
+    }
+
+    async fn goodbye(&self, sink: &mut Sink, reason: &str) {
+        let frame = server_frame("binding_goodbye", None, None, json!({ "reason": reason }));
+        if self.send(sink, frame).await.is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), close(sink, 1000, reason)).await;
+        }
+    }
+
+    async fn refuse(&self, sink: &mut Sink, id: Option<String>, code: ErrorCode, message: &str) -> Flow {
+        tracing::debug!(code = code.as_str(), message, "refused a client frame");
+        match self.send(sink, error_frame(id, code, message)).await {
+            Ok(()) => Flow::Continue,
+            Err(()) => Flow::Stop,
+        }
+    }
+
+    async fn on_text(&mut self, sink: &mut Sink, text: &str) -> Flow {
+        let decoded = ClientOp::decode(text);
+        let (env, op, session_ref) = match decoded {
+            Ok(d) => (d.envelope, d.op, d.session_id),
+            Err((id, DecodeError::Invalid(m))) => {
+                return self.refuse(sink, id, ErrorCode::InvalidRequest, &m).await;
+            }
+            Err((id, DecodeError::Unsupported(op))) => {
+                let m = if wire::CORE_OPERATIONS.contains(&op.as_str()) {
+                    format!("{op} is not yet available on this binding; see binding_hello.supported_operations")
+                } else {
+                    format!("unknown op {op:?}")
+                };
+                return self.refuse(sink, id, ErrorCode::UnsupportedOperation, &m).await;
+            }
+        };
+        if !self.seen_first_frame {
+            self.seen_first_frame = true;
+            if let Some(p) = env.service_parameters.clone() {
+                self.set_service_parameters(p);
+            }
+        }
+        if session_ref.as_deref().is_some_and(|s| s != self.session_id) {
+            return self
+                .refuse(sink, Some(env.id), ErrorCode::PermissionDenied,
+                    "this connection is bound to another session")
+                .await;
+        }
+        let id = env.id.clone();
+        let result = match op {
+            ClientOp::Join(join) => return self.join(sink, env, join).await,
+            ClientOp::Leave => return self.leave(sink).await,
+            ClientOp::Ping(ping) => {
+                let pong = Pong {
+                    client_ts: ping.client_ts,
+                    server_ts: clock::now_rfc3339(),
+                };
+                let frame = server_frame("pong", Some(id), None, serde_json::to_value(pong).unwrap_or_default());
+                return self.flow(self.send(sink, frame).await);
+            }
+            ClientOp::UpdateServiceParameters(u) => {
+                self.set_service_parameters(u.service_parameters);
+                let frame = server_frame("UpdateServiceParameters.Response", Some(id), None, json!({}));
+                return self.flow(self.send(sink, frame).await);
+            }
+            ClientOp::Input(data) => self.ask_member(Scope::Control, "input", |c, r| Command::Input(c, data, r)).await,
+            ClientOp::Resize(size) => {
+                self.ask_member(Scope::Control, "resize", |c, r| Command::Resize(c, size.cols.0, size.rows.0, r)).await
+            }
+            ClientOp::RequestRole(role) => {
+                let needed = if role == Role::Controller { Scope::Control } else { Scope::Observe };
+                self.ask_member(needed, "the controller role", |c, r| Command::RequestRole(c, role, r)).await
+            }
+            ClientOp::ReleaseRole => {
+                self.ask_member(Scope::Observe, "", |c, r| Command::RequestRole(c, Role::Observer, r)).await
+            }
+            ClientOp::RequestKeyframe => {
+                self.ask_member(Scope::Observe, "", Command::RequestKeyframe).await
+            }
+        };
+        match result {
+            Ok(()) => Flow::Continue,
+            Err(refusal) => self.refuse(sink, Some(id), refusal.code, &refusal.message).await,
+        }
+    }
+
+    fn flow(&self, sent: Result<(), ()>) -> Flow {
+        if sent.is_ok() { Flow::Continue } else { Flow::Stop }
+    }
+
+    fn set_service_parameters(&mut self, params: Map<String, Value>) {
+        if let Some(trace) = params.get("trace_id").and_then(Value::as_str) {
+            self.span.record("trace_id", trace);
+        }
+        self.service_parameters = params;
+    }
+
+    /// Asks the session on behalf of the joined member, after the binding's scope check.
+    async fn ask_member(
+        &self,
+        needed: Scope,
+        what: &str,
+        make: impl FnOnce(String, tokio::sync::oneshot::Sender<Result<(), Refusal>>) -> Command,
+    ) -> Result<(), Refusal> {
+        let member = self
+            .member
+            .as_ref()
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        if self.principal.scope < needed {
+            tracing::info!(what, "denied: token scope too low");
+            return Err(Refusal::new(
+                ErrorCode::PermissionDenied,
+                format!("{what} needs {needed}; this token has {}", self.principal.scope),
+            ));
+        }
+        let handle = &member._guard.handle;
+        handle
+            .ask(|reply| make(member.client_id.clone(), reply))
+            .await
+            .unwrap_or_else(|| Err(Refusal::new(ErrorCode::Internal, "the session has ended")))
+    }
+
+    async fn join(&mut self, sink: &mut Sink, env: Envelope, join: JoinSession) -> Flow {
+        let id = Some(env.id.clone());
+        if self.member.is_some() {
+            return self.refuse(sink, id, ErrorCode::InvalidRequest, "already joined").await;
+        }
+        if let Err(e) = sessions::check_host(join.session_backend.as_deref(), join.session_class.as_deref()) {
+            return self.refuse(sink, id, ErrorCode::UnsupportedOperation, &e.to_string()).await;
+        }
+        let Some(role) = join.role else {
+            return self.refuse(sink, id, ErrorCode::InvalidRequest, "pty.join_session: role is required").await;
+        };
+        let size = match (join.terminal_size, join.cols, join.rows) {
+            (Some(t), _, _) => Some((t.cols.0, t.rows.0)),
+            (None, Some(c), Some(r)) => Some((c.0, r.0)),
+            (None, None, None) => None,
+            _ => {
+                return self.refuse(sink, id, ErrorCode::InvalidRequest, "give both cols and rows").await;
+            }
+        };
+        if join.client_label.as_ref().is_some_and(|l| l.chars().count() > 128) {
+            return self.refuse(sink, id, ErrorCode::InvalidRequest, "client_label is longer than 128 characters").await;
+        }
+        let Some(handle) = self.state.sessions.live(&self.session_id) else {
+            return self.replay_closed(sink, id, env.replay_from).await;
+        };
+        let (out_tx, out) = sessions::viewer_queue();
+        let request = JoinRequest {
+            role,
+            scope: self.principal.scope,
+            label: join.client_label.or_else(|| self.principal.label.clone()),
+            replay_from: env.replay_from,
+            size,
+            out: out_tx,
+        };
+        let joined = match handle.ask(|r| Command::Join(request, r)).await {
+            None => return self.replay_closed(sink, id, env.replay_from).await,
+            Some(Err(refusal)) => return self.refuse(sink, id, refusal.code, &refusal.message).await,
+            Some(Ok(joined)) => joined,
+        };
+        self.span.record("client_id", joined.client_id.as_str());
+        self.member = Some(Membership {
+            client_id: joined.client_id.clone(),
+            role: joined.role,
+            out,
+            _guard: LeaveOnDrop {
+                handle,
+                client_id: Some(joined.client_id.clone()),
+            },
+        });
+        tracing::info!(role = ?joined.role, "joined");
+        let flushed = self.initial_flush(sink, id, joined).await;
+        self.flow(flushed)
+    }
+
+    /// The joiner's first frames: `RoleAssigned`, any replay, then keyframe and membership.
+    async fn initial_flush(&self, sink: &mut Sink, id: Option<String>, joined: Joined) -> Result<(), ()> {
+        self.send_bytes(sink, joined.first).await?;
+        match joined.replay {
+            Replay::None => {}
+            Replay::OutOfRange { oldest, current } => {
+                let m = replay_out_of_range(oldest, current);
+                self.send(sink, error_frame(id, ErrorCode::ReplayOutOfRange, &m)).await?;
+            }
+            Replay::Range { store, ring } => {
+                if let Some((after, before)) = store {
+                    let frames = self
+                        .state
+                        .store
+                        .frames_between(&self.session_id, after, before)
+                        .await
+                        .map_err(|e| tracing::error!(error = %e, "reading replay failed"))?;
+                    for f in frames {
+                        self.send(sink, f.frame).await?;
+                    }
+                }
+                for json in ring {
+                    self.send_bytes(sink, json).await?;
+                }
+            }
+        }
+        for json in joined.rest {
+            self.send_bytes(sink, json).await?;
+        }
+        Ok(())
+    }
+
+    /// A session that has ended is served from the store: its replay (or its final
+    /// keyframe and `Closed`), then goodbye.
+    async fn replay_closed(&self, sink: &mut Sink, id: Option<String>, replay_from: Option<u64>) -> Flow {
+        let store = &self.state.store;
+        let sid = &self.session_id;
+        let result: anyhow::Result<()> = async {
+            let last = store.session(sid).await?.map_or(0, |r| r.last_sequence);
+            let oldest = store.oldest_sequence(sid).await?.unwrap_or(1);
+            let frames = match replay_from {
+                Some(after) if after <= last && after + 1 >= oldest => {
+                    store.frames_between(sid, after, last + 1).await?
+                }
+                Some(_) => {
+                    let m = replay_out_of_range(oldest, last);
+                    let _ = self.send(sink, error_frame(id.clone(), ErrorCode::ReplayOutOfRange, &m)).await;
+                    store.frames_from_last_keyframe(sid).await?
+                }
+                None => store.frames_from_last_keyframe(sid).await?,
+            };
+            for f in frames {
+                self.send(sink, f.frame).await.map_err(|()| anyhow::anyhow!("send failed"))?;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::info!(error = %e, "replaying a closed session stopped");
+            return Flow::Stop;
+        }
+        self.goodbye(sink, "session_closed").await;
+        Flow::Stop
+    }
+
+    async fn leave(&mut self, sink: &mut Sink) -> Flow {
+        if let Some(mut member) = self.member.take() {
+            let client_id = member._guard.client_id.take().unwrap_or_default();
+            let last = member
+                ._guard
+                .handle
+                .ask(|r| Command::Leave(client_id, Some(r)))
+                .await;
+            if let Some(frame) = last {
+                let _ = self.send_bytes(sink, frame).await;
+            }
+            tracing::info!(role = ?member.role, "left");
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), close(sink, 1000, "left")).await;
+        Flow::Stop
+    }
+}
+
+async fn next_outbound(member: &mut Option<Membership>) -> Option<Outbound> {
+    match member {
+        Some(m) => m.out.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn close(sink: &mut Sink, code: u16, reason: &str) -> Result<(), axum::Error> {
+    sink.send(Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    })))
+    .await
+}
+
+fn replay_out_of_range(oldest: u64, current: u64) -> String {
+    format!(
+        "replay_from is outside the retained window: the oldest retained sequence is {oldest} and the current one is {current}"
+    )
+}
+
+/// A binding-level frame (not a session frame): hello, goodbye, responses, errors.
+fn server_frame(op: &str, id: Option<String>, sequence: Option<u64>, payload: Value) -> String {
+    let env = Envelope {
+        op: op.into(),
+        id: id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+        ts: clock::now_rfc3339(),
+        sequence,
+        replay_from: None,
+        service_parameters: None,
+        extensions: None,
+        payload,
+    };
+    serde_json::to_string(&env).unwrap_or_default()
+}
+
+fn error_frame(id: Option<String>, code: ErrorCode, message: &str) -> String {
+    server_frame("Error", id, None, wire::error_payload(code, message))
+}

@@ -1,0 +1,109 @@
+//! The AgentCards: a pure A2A 1.0 card at the root well-known path and, per instance, a
+//! superset card that also carries the 0.3 fields and the pty-ws `bindings[]` entry.
+//! Both tell only what this server really does.
+
+use app::wire;
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::http::AppState;
+use crate::sessions::{BACKENDS, CLASSES};
+
+/// The A2A core operations this server implements on pty-ws (none yet: they arrive with
+/// the task engine, and until then the binding answers them `UNSUPPORTED_OPERATION`).
+pub const PTY_WS_OPERATIONS: [&str; 0] = [];
+
+fn pty_extension(state: &AppState) -> Value {
+    let s = state.sessions.settings();
+    json!({
+        "uri": wire::EXTENSION_URI,
+        "description": "PTY roles (controller/observer), replay, membership and keyframes on the pty-ws/v1 binding.",
+        "required": false,
+        "params": {
+            "max_controllers": s.max_controllers,
+            "max_observers": s.max_observers,
+            "keyframe_interval_seconds": s.keyframe_interval.as_secs_f64(),
+            "keyframe_interval_frames": s.keyframe_frames,
+            "replay_buffer_frames": s.replay_frames,
+            "replay_buffer_retention_seconds": s.replay_retention.as_secs(),
+            "default_cols": s.default_cols,
+            "default_rows": s.default_rows,
+            "session_backends": BACKENDS,
+            "session_classes": CLASSES,
+        },
+    })
+}
+
+/// The pure A2A 1.0 card.
+pub fn v1_card(state: &AppState) -> Value {
+    json!({
+        "name": "ptyhost",
+        "description": "A terminal agent: runs PTY sessions that operators and agents attach to, watch and drive.",
+        "version": env!("CARGO_PKG_VERSION"),
+        "supportedInterfaces": [{
+            "url": state.attach_url("{session_id}"),
+            "protocolBinding": wire::BINDING_URI,
+            "protocolVersion": "1.0",
+        }],
+        "provider": { "organization": "ptyhost", "url": state.public_url },
+        "capabilities": {
+            "streaming": false,
+            "pushNotifications": false,
+            "extendedAgentCard": false,
+            "extensions": [pty_extension(state)],
+        },
+        "securitySchemes": {
+            "bearer": {
+                "httpAuthSecurityScheme": {
+                    "description": "A ptyhost token: pty:observe < pty:control < pty:admin.",
+                    "scheme": "Bearer",
+                }
+            }
+        },
+        "securityRequirements": [{ "schemes": { "bearer": { "list": [] } } }],
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain", "application/octet-stream"],
+        "skills": [{
+            "id": "terminal",
+            "name": "Terminal sessions",
+            "description": "Interactive PTY sessions: attach over pty-ws/v1 to watch live output, type as the controller, resize, and replay history after a reconnect.",
+            "tags": ["terminal", "pty", "shell"],
+            "examples": ["attach to a session and watch a build", "take control and run ls -la"],
+        }],
+    })
+}
+
+fn with_cache(card: Value) -> Response {
+    ([(header::CACHE_CONTROL, "max-age=60")], Json(card)).into_response()
+}
+
+pub async fn pure(State(state): State<AppState>) -> Response {
+    with_cache(v1_card(&state))
+}
+
+/// The per-instance card: the 1.0 card, the pty-ws binding advertisement of the binding
+/// spec (§10), and the 0.3 top-level fields.
+pub async fn superset(State(state): State<AppState>) -> Response {
+    let mut card = v1_card(&state);
+    let extra = json!({
+        "bindings": [{
+            "uri": wire::BINDING_URI,
+            "endpoint": state.attach_url("{session_id}"),
+            "preference": "secondary",
+            "operations": PTY_WS_OPERATIONS,
+            "notes": "Interactive PTY attach (subprotocol pty-ws.v1, bearer in Authorization or a bearer.<base64url> subprotocol entry). ListTasks would be scoped to the attached session.",
+        }],
+        "protocolVersion": "0.3.0",
+        "url": state.attach_url("{session_id}"),
+        "preferredTransport": wire::BINDING_URI,
+        "additionalInterfaces": [],
+        "security": [{ "bearer": [] }],
+    });
+    if let (Some(card), Value::Object(extra)) = (card.as_object_mut(), extra) {
+        card.extend(extra);
+    }
+    with_cache(card)
+}

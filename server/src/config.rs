@@ -1,0 +1,197 @@
+//! The command line of the `ptyhost` binary. Every `serve` flag is also an environment
+//! variable `PTYHOST_<FLAG_IN_CAPS>`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::auth::Scope;
+use crate::sessions::Settings;
+
+#[derive(Debug, Parser)]
+#[command(name = "ptyhost", version, about = "A terminal agent on the A2A protocol")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the agent, its sessions and the web UI over HTTP.
+    Serve(ServeArgs),
+    /// Create, list and revoke bearer tokens.
+    Token(TokenArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// Where the SQLite database (ptyhost.db) lives.
+    #[arg(long, env = "PTYHOST_DATA_DIR", default_value = "./data", global = true)]
+    pub data_dir: PathBuf,
+    /// A database URL that overrides --data-dir (sqlite: only).
+    #[arg(long, env = "PTYHOST_DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, env = "PTYHOST_LISTEN", default_value = "127.0.0.1:3000")]
+    pub listen: SocketAddr,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// This agent instance's id (the `{instance_id}` of `/agents/{instance_id}`).
+    #[arg(long, env = "PTYHOST_INSTANCE_ID", default_value = "local")]
+    pub instance_id: String,
+    /// The URL clients reach this server at (AgentCard URLs and observer links).
+    #[arg(long, env = "PTYHOST_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Ensures a pty:admin token with this value exists.
+    #[arg(long, env = "PTYHOST_BOOTSTRAP_TOKEN", hide_env_values = true)]
+    pub bootstrap_token: Option<String>,
+    /// Seconds between WebSocket Pings.
+    #[arg(long, env = "PTYHOST_HEARTBEAT_INTERVAL", default_value_t = 30.0)]
+    pub heartbeat_interval: f64,
+    /// Seconds without a Pong after which a connection is reaped.
+    #[arg(long, env = "PTYHOST_HEARTBEAT_TIMEOUT", default_value_t = 90.0)]
+    pub heartbeat_timeout: f64,
+    /// Frames each session retains for replay at least.
+    #[arg(long, env = "PTYHOST_REPLAY_FRAMES", default_value_t = 1000)]
+    pub replay_frames: usize,
+    /// Seconds of frames each session retains for replay at least.
+    #[arg(long, env = "PTYHOST_REPLAY_RETENTION", default_value_t = 86400)]
+    pub replay_retention: u64,
+    /// A keyframe at least this often (seconds) while output flows.
+    #[arg(long, env = "PTYHOST_KEYFRAME_INTERVAL_SECS", default_value_t = 5.0)]
+    pub keyframe_interval_secs: f64,
+    /// A keyframe at least every this many output frames.
+    #[arg(long, env = "PTYHOST_KEYFRAME_INTERVAL_FRAMES", default_value_t = 100)]
+    pub keyframe_interval_frames: u64,
+    #[arg(long, env = "PTYHOST_MAX_CONTROLLERS", default_value_t = 1)]
+    pub max_controllers: usize,
+    #[arg(long, env = "PTYHOST_MAX_OBSERVERS", default_value_t = 32)]
+    pub max_observers: usize,
+    /// The built UI assets (default: LEPTOS_SITE_ROOT, else target/site).
+    #[arg(long, env = "PTYHOST_SITE_ROOT")]
+    pub site_root: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The session settings, after checking that the numbers make sense together.
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let secs = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(anyhow::anyhow!("--{name} must be a positive number of seconds"))
+            }
+        };
+        secs("heartbeat-interval", self.heartbeat_interval)?;
+        if secs("heartbeat-timeout", self.heartbeat_timeout)? <= self.heartbeat()?.0 {
+            anyhow::bail!("--heartbeat-timeout must be longer than --heartbeat-interval");
+        }
+        anyhow::ensure!(self.max_controllers >= 1, "--max-controllers must be at least 1");
+        anyhow::ensure!(self.replay_frames >= 1, "--replay-frames must be at least 1");
+        anyhow::ensure!(
+            self.keyframe_interval_frames >= 1,
+            "--keyframe-interval-frames must be at least 1"
+        );
+        Ok(Settings {
+            replay_frames: self.replay_frames,
+            replay_retention: Duration::from_secs(self.replay_retention),
+            keyframe_interval: secs("keyframe-interval-secs", self.keyframe_interval_secs)?,
+            keyframe_frames: self.keyframe_interval_frames,
+            max_controllers: self.max_controllers,
+            max_observers: self.max_observers,
+            default_cols: 120,
+            default_rows: 30,
+        })
+    }
+
+    /// (interval, timeout) of the WebSocket heartbeat.
+    pub fn heartbeat(&self) -> anyhow::Result<(Duration, Duration)> {
+        Ok((
+            Duration::try_from_secs_f64(self.heartbeat_interval)?,
+            Duration::try_from_secs_f64(self.heartbeat_timeout)?,
+        ))
+    }
+
+    pub fn site_root(&self) -> PathBuf {
+        self.site_root
+            .clone()
+            .or_else(|| std::env::var_os("LEPTOS_SITE_ROOT").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("target/site"))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    #[command(subcommand)]
+    pub command: TokenCommand,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it once on stdout.
+    Create {
+        #[arg(long, value_parser = parse_scope)]
+        scope: Scope,
+        /// Bind the token to one session.
+        #[arg(long)]
+        session: Option<String>,
+        /// Lifetime, e.g. 1h, 30m, 7d.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        ttl: Option<Duration>,
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// List tokens (never their values).
+    List,
+    /// Revoke a token by id.
+    Revoke { id: String },
+}
+
+fn parse_scope(s: &str) -> Result<Scope, String> {
+    s.parse()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serve_defaults_match_the_interface_contract() {
+        let Cli {
+            command: Some(Command::Serve(a)),
+        } = Cli::parse_from(["ptyhost", "serve"])
+        else {
+            panic!("serve expected")
+        };
+        assert_eq!(a.listen.to_string(), "127.0.0.1:3000");
+        assert_eq!(a.store.data_dir, PathBuf::from("./data"));
+        assert_eq!(a.instance_id, "local");
+        let s = a.settings().unwrap();
+        assert_eq!(
+            (s.replay_frames, s.replay_retention.as_secs(), s.keyframe_frames),
+            (1000, 86400, 100)
+        );
+        assert_eq!((s.max_controllers, s.max_observers), (1, 32));
+        assert_eq!(a.heartbeat().unwrap().1, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn inconsistent_heartbeat_is_refused() {
+        let Some(Command::Serve(a)) = Cli::parse_from([
+            "ptyhost", "serve", "--heartbeat-interval", "5", "--heartbeat-timeout", "2",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        assert!(a.settings().is_err());
+    }
+}

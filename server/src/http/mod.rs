@@ -1,0 +1,235 @@
+//! The axum router: operations endpoints, the AgentCards, the per-instance API under
+//! `/agents/{instance_id}` (also served at `/` for the default instance), and the UI.
+
+mod sessions;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get};
+use axum::{Json, Router};
+use leptos::prelude::LeptosOptions;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::{self, AuthError, Principal, Scope};
+use crate::bindings::pty_ws;
+use crate::card;
+use crate::sessions::Sessions;
+use crate::store::Store;
+
+#[derive(Clone)]
+pub struct AppState(Arc<AppInner>);
+
+pub struct AppInner {
+    pub sessions: Sessions,
+    pub store: Store,
+    pub instance_id: String,
+    /// Origin clients reach us at, without a trailing slash (e.g. `http://127.0.0.1:3000`).
+    pub public_url: String,
+    pub heartbeat_interval: Duration,
+    pub heartbeat_timeout: Duration,
+    /// Cancelled when the server stops: connections say goodbye and close.
+    pub shutdown: CancellationToken,
+    /// Every WebSocket connection, so that shutdown can wait for their goodbyes.
+    pub connections: TaskTracker,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppInner;
+    fn deref(&self) -> &AppInner {
+        &self.0
+    }
+}
+
+impl AppState {
+    pub fn new(inner: AppInner) -> AppState {
+        AppState(Arc::new(inner))
+    }
+
+    /// `B`, the base URL of this instance's API.
+    pub fn base_url(&self) -> String {
+        format!("{}/agents/{}", self.public_url, self.instance_id)
+    }
+
+    /// The pty-ws attach URL of a session (`{session_id}` for the template).
+    pub fn attach_url(&self, session_id: &str) -> String {
+        let base = self.base_url();
+        let ws = if let Some(rest) = base.strip_prefix("https://") {
+            format!("wss://{rest}")
+        } else {
+            format!("ws://{}", base.trim_start_matches("http://"))
+        };
+        format!("{ws}/sessions/{session_id}/attach")
+    }
+}
+
+pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
+    let api = Router::new()
+        .route("/sessions", get(sessions::list).post(sessions::create))
+        .route("/sessions/{sid}", get(sessions::show).delete(sessions::terminate))
+        .route(
+            "/sessions/{sid}/share",
+            get(sessions::list_shares).post(sessions::share),
+        )
+        .route("/sessions/{sid}/share/{id}", delete(sessions::revoke_share))
+        .route("/sessions/{sid}/attach", get(pty_ws::attach));
+    let instance = api
+        .clone()
+        .route("/.well-known/agent-card.json", get(card::superset))
+        .route_layer(middleware::from_fn_with_state(state.clone(), known_instance));
+    let ui = Router::new()
+        .leptos_routes(&leptos, generate_route_list(app::App), {
+            let leptos = leptos.clone();
+            move || app::shell(leptos.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler(app::shell))
+        .with_state(leptos);
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/.well-known/agent-card.json", get(card::pure))
+        .nest("/agents/{instance_id}", instance)
+        .merge(api)
+        .with_state(state)
+        .merge(ui)
+}
+
+/// Only the configured instance exists; any other `{instance_id}` is 404.
+async fn known_instance(
+    State(state): State<AppState>,
+    Path(params): Path<HashMap<String, String>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match params.get("instance_id") {
+        Some(id) if *id != state.instance_id => {
+            ApiError::not_found(format!("no agent instance {id:?}")).into_response()
+        }
+        _ => next.run(req).await,
+    }
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.shutdown.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
+    match state.store.ping().await {
+        Ok(()) => "ready".into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "store not ready");
+            (StatusCode::SERVICE_UNAVAILABLE, "store unavailable").into_response()
+        }
+    }
+}
+
+/// A control-plane error: `{"error": {"code", "message"}}` with a fitting status.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
+    }
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "permission_denied", message)
+    }
+    pub fn internal(e: anyhow::Error) -> ApiError {
+        tracing::error!(error = %format!("{e:#}"), "request failed");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+    }
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(e: anyhow::Error) -> ApiError {
+        ApiError::internal(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(serde_json::json!({
+            "error": { "code": self.code, "message": self.message }
+        }));
+        let mut resp = (self.status, body).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}
+
+/// Refuses credentials in the URL query: they would end up in logs and histories.
+pub fn refuse_query_token(query: Option<&str>) -> Result<(), ApiError> {
+    let named_like_a_secret = |name: &str| {
+        let n = name.to_ascii_lowercase();
+        n.contains("token") || n.contains("bearer") || n == "authorization" || n == "auth"
+    };
+    let found = query
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.split('=').next())
+        .any(named_like_a_secret);
+    if found {
+        return Err(ApiError::bad_request(
+            "credentials in the URL query are refused; use the Authorization header",
+        ));
+    }
+    Ok(())
+}
+
+pub fn auth_error(e: AuthError) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", e.to_string())
+}
+
+/// The `Authorization: Bearer` token of a request, if any.
+pub fn header_bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(auth::bearer_from_authorization)
+}
+
+impl FromRequestParts<AppState> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        refuse_query_token(parts.uri.query())?;
+        auth::authenticate(&state.store, header_bearer(&parts.headers))
+            .await
+            .map_err(auth_error)
+    }
+}
+
+/// Refuses a principal whose scope is below `needed`.
+pub fn require(principal: &Principal, needed: Scope) -> Result<(), ApiError> {
+    if principal.scope < needed {
+        return Err(ApiError::forbidden(format!(
+            "this needs {needed}; the token has {}",
+            principal.scope
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! The session control plane: create, list, show and terminate sessions, and mint, list
+//! and revoke read-only observer links.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use app::wire::CloseReason;
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, AppState, require};
+use crate::auth::{self, Principal, Scope, TokenRequest};
+use crate::clock;
+use crate::sessions::{SessionView, SpecRequest};
+
+const DEFAULT_SHARE_TTL: u64 = 3600;
+const MAX_SHARE_TTL: u64 = 30 * 24 * 3600;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    argv: Option<Vec<String>>,
+    command: Option<String>,
+    cwd: Option<String>,
+    env: Option<BTreeMap<String, String>>,
+    #[serde(alias = "backend")]
+    session_backend: Option<String>,
+    session_class: Option<String>,
+    cols: Option<u16>,
+    rows: Option<u16>,
+    label: Option<String>,
+}
+
+/// Path parameters by name, so the same handlers serve `/` and `/agents/{instance_id}`.
+#[derive(Debug, Deserialize)]
+pub struct SessionPath {
+    sid: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SharePath {
+    sid: String,
+    id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShareRequest {
+    ttl_secs: Option<u64>,
+    label: Option<String>,
+}
+
+fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    payload
+        .map(|Json(t)| t)
+        .map_err(|e| ApiError::bad_request(e.body_text()))
+}
+
+fn view_json(state: &AppState, v: &SessionView) -> Value {
+    let r = &v.row;
+    json!({
+        "session_id": r.id,
+        "instance_id": r.instance_id,
+        "label": r.label,
+        "argv": r.argv,
+        "cwd": r.cwd,
+        "session_backend": r.backend,
+        "session_class": r.class,
+        "cols": r.cols,
+        "rows": r.rows,
+        "state": r.state,
+        "exit_code": r.exit_code,
+        "close_reason": r.close_reason,
+        "created_at": clock::rfc3339(r.created_at),
+        "closed_at": r.closed_at.map(clock::rfc3339),
+        "current_sequence": r.last_sequence,
+        "controllers": v.live.map_or(0, |l| l.controllers),
+        "observers": v.live.map_or(0, |l| l.observers),
+        "attach_url": state.attach_url(&r.id),
+    })
+}
+
+/// The session, when it exists and this principal may see it; 404 otherwise (never 403,
+/// so a bound token learns nothing about other sessions).
+async fn visible(state: &AppState, who: &Principal, sid: &str) -> Result<SessionView, ApiError> {
+    let not_found = || ApiError::not_found(format!("no session {sid}"));
+    if !who.sees_session(sid) {
+        return Err(not_found());
+    }
+    state.sessions.view(sid).await?.ok_or_else(not_found)
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    who: Principal,
+    payload: Result<Json<CreateSession>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    require(&who, Scope::Control)?;
+    if who.session_id.is_some() {
+        return Err(ApiError::forbidden("a session-bound token cannot create sessions"));
+    }
+    let c = body(payload)?;
+    let spec = SpecRequest {
+        argv: c.argv,
+        command: c.command,
+        cwd: c.cwd,
+        env: c.env,
+        session_backend: c.session_backend,
+        session_class: c.session_class,
+        cols: c.cols,
+        rows: c.rows,
+        label: c.label,
+    }
+    .into_spec(state.sessions.settings())
+    .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.code(), e.to_string()))?;
+    let row = state.sessions.create(spec).await?;
+    let view = state
+        .sessions
+        .view(&row.id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("session {} vanished", row.id))?;
+    Ok((StatusCode::CREATED, Json(view_json(&state, &view))).into_response())
+}
+
+pub async fn list(State(state): State<AppState>, who: Principal) -> Result<Json<Value>, ApiError> {
+    let sessions: Vec<Value> = state
+        .sessions
+        .list()
+        .await?
+        .iter()
+        .filter(|v| who.sees_session(&v.row.id))
+        .map(|v| view_json(&state, v))
+        .collect();
+    Ok(Json(json!({ "sessions": sessions })))
+}
+
+pub async fn show(
+    State(state): State<AppState>,
+    who: Principal,
+    Path(SessionPath { sid }): Path<SessionPath>,
+) -> Result<Json<Value>, ApiError> {
+    let v = visible(&state, &who, &sid).await?;
+    Ok(Json(view_json(&state, &v)))
+}
+
+/// Ends a running session (SIGHUP to its process group, SIGKILL after a grace period)
+/// and answers once it is closed; a closed session is answered as it is.
+pub async fn terminate(
+    State(state): State<AppState>,
+    who: Principal,
+    Path(SessionPath { sid }): Path<SessionPath>,
+) -> Result<Json<Value>, ApiError> {
+    require(&who, Scope::Control)?;
+    visible(&state, &who, &sid).await?;
+    if state.sessions.terminate(&sid, CloseReason::Killed).await {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while state.sessions.live(&sid).is_some() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let v = visible(&state, &who, &sid).await?;
+    Ok(Json(view_json(&state, &v)))
+}
+
+pub async fn share(
+    State(state): State<AppState>,
+    who: Principal,
+    Path(SessionPath { sid }): Path<SessionPath>,
+    payload: Result<Json<ShareRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    require(&who, Scope::Control)?;
+    visible(&state, &who, &sid).await?;
+    let req = body(payload)?;
+    let ttl = req.ttl_secs.unwrap_or(DEFAULT_SHARE_TTL);
+    if !(1..=MAX_SHARE_TTL).contains(&ttl) {
+        return Err(ApiError::bad_request(format!(
+            "ttl_secs must be between 1 and {MAX_SHARE_TTL}"
+        )));
+    }
+    if req.label.as_ref().is_some_and(|l| l.chars().count() > 128) {
+        return Err(ApiError::bad_request("label is longer than 128 characters"));
+    }
+    let issued = auth::issue(
+        &state.store,
+        TokenRequest {
+            scope: Scope::Observe,
+            session_id: Some(&sid),
+            label: req.label.as_deref(),
+            ttl: Some(Duration::from_secs(ttl)),
+            kind: "share",
+            secret: None,
+        },
+    )
+    .await?;
+    tracing::info!(session_id = %sid, link_id = %issued.id, by = %who.token_id, "observer link created");
+    let body = json!({
+        "id": issued.id,
+        "token": issued.secret,
+        "url": format!("{}/sessions/{sid}#token={}", state.public_url, issued.secret),
+        "expires_at": issued.expires_at.map(clock::rfc3339),
+    });
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+pub async fn list_shares(
+    State(state): State<AppState>,
+    who: Principal,
+    Path(SessionPath { sid }): Path<SessionPath>,
+) -> Result<Json<Value>, ApiError> {
+    require(&who, Scope::Control)?;
+    visible(&state, &who, &sid).await?;
+    let links: Vec<Value> = state
+        .store
+        .list_tokens(Some((&sid, clock::now_ms())))
+        .await?
+        .into_iter()
+        .map(|t| {
+            json!({
+                "id": t.id,
+                "label": t.label,
+                "created_at": clock::rfc3339(t.created_at),
+                "expires_at": t.expires_at.map(clock::rfc3339),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "links": links })))
+}
+
+pub async fn revoke_share(
+    State(state): State<AppState>,
+    who: Principal,
+    Path(SharePath { sid, id }): Path<SharePath>,
+) -> Result<StatusCode, ApiError> {
+    require(&who, Scope::Control)?;
+    visible(&state, &who, &sid).await?;
+    if state.store.revoke_token(&id, Some(&sid), clock::now_ms()).await? {
+        tracing::info!(session_id = %sid, link_id = %id, by = %who.token_id, "observer link revoked");
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!("no live link {id} on session {sid}")))
+    }
+}

@@ -1,0 +1,200 @@
+//! ptyhost: an A2A agent whose agent is a terminal.
+
+pub mod auth;
+pub mod bindings;
+pub mod card;
+pub mod clock;
+pub mod config;
+pub mod http;
+pub mod sessions;
+pub mod store;
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::{Scope, TokenRequest};
+use crate::config::{ServeArgs, StoreArgs, TokenArgs, TokenCommand};
+use crate::http::{AppInner, AppState};
+use crate::sessions::Sessions;
+use crate::store::Store;
+
+async fn open_store(args: &StoreArgs) -> Result<Store> {
+    Store::open(args.database_url.as_deref(), &args.data_dir).await
+}
+
+/// `ptyhost serve`: runs until SIGTERM or SIGINT, then shuts down in order: every session
+/// closes (its `Closed` frame persisted), every connection says goodbye, the store flushes.
+pub async fn serve(args: ServeArgs) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn".into()),
+        )
+        .init();
+    let settings = args.settings()?;
+    let (heartbeat_interval, heartbeat_timeout) = args.heartbeat()?;
+    let store = open_store(&args.store).await?;
+    let sessions = Sessions::new(store.clone(), settings, args.instance_id.clone());
+    sessions.recover().await?;
+    if let Some(token) = &args.bootstrap_token {
+        auth::ensure_bootstrap(&store, token).await?;
+    }
+    let first_start = if args.bootstrap_token.is_none() && store.count_tokens().await? == 0 {
+        Some(
+            auth::issue(
+                &store,
+                TokenRequest {
+                    scope: Scope::Admin,
+                    session_id: None,
+                    label: Some("first start"),
+                    ttl: None,
+                    kind: "bootstrap",
+                    secret: None,
+                },
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let public_url = args
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"))
+        .trim_end_matches('/')
+        .to_owned();
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on http://{addr}")?;
+        if let Some(t) = &first_start {
+            writeln!(out, "open {public_url}/#token={}", t.secret)?;
+        }
+        out.flush()?;
+    }
+    tracing::info!(%addr, instance_id = %args.instance_id, "serving");
+
+    let shutdown = CancellationToken::new();
+    let state = AppState::new(AppInner {
+        sessions: sessions.clone(),
+        store: store.clone(),
+        instance_id: args.instance_id.clone(),
+        public_url,
+        heartbeat_interval,
+        heartbeat_timeout,
+        shutdown: shutdown.clone(),
+        connections: TaskTracker::new(),
+    });
+    let leptos = leptos::prelude::LeptosOptions::builder()
+        .output_name("ptyhost")
+        .site_root(args.site_root().display().to_string())
+        .site_pkg_dir("pkg")
+        .site_addr(addr)
+        .build();
+    let app = http::router(state.clone(), leptos);
+    let stopping = {
+        let sessions = sessions.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            stop_signal().await;
+            tracing::info!("shutting down");
+            sessions.shutdown().await;
+            shutdown.cancel();
+        }
+    };
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stopping)
+        .await?;
+    state.connections.close();
+    if tokio::time::timeout(std::time::Duration::from_secs(5), state.connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not close in time");
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// `ptyhost token create|list|revoke`.
+pub async fn token_command(args: TokenArgs) -> Result<()> {
+    let store = open_store(&args.store).await?;
+    let mut out = std::io::stdout().lock();
+    match args.command {
+        TokenCommand::Create {
+            scope,
+            session,
+            ttl,
+            label,
+        } => {
+            if let Some(sid) = &session {
+                anyhow::ensure!(store.session(sid).await?.is_some(), "no session {sid}");
+            }
+            let issued = auth::issue(
+                &store,
+                TokenRequest {
+                    scope,
+                    session_id: session.as_deref(),
+                    label: label.as_deref(),
+                    ttl,
+                    kind: "cli",
+                    secret: None,
+                },
+            )
+            .await?;
+            writeln!(out, "{}", issued.secret)?;
+            eprintln!("token id {}", issued.id);
+        }
+        TokenCommand::List => {
+            writeln!(out, "ID\tSCOPE\tSESSION\tKIND\tLABEL\tEXPIRES\tREVOKED")?;
+            for t in store.list_tokens(None).await? {
+                let when = |v: Option<i64>| v.map(clock::rfc3339).unwrap_or_else(|| "-".into());
+                writeln!(
+                    out,
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    t.id,
+                    t.scope,
+                    t.session_id.as_deref().unwrap_or("-"),
+                    t.kind,
+                    t.label.as_deref().unwrap_or("-"),
+                    when(t.expires_at),
+                    when(t.revoked_at),
+                )?;
+            }
+        }
+        TokenCommand::Revoke { id } => {
+            anyhow::ensure!(
+                store.revoke_token(&id, None, clock::now_ms()).await?,
+                "no live token {id}"
+            );
+            writeln!(out, "revoked {id}")?;
+        }
+    }
+    store.close().await;
+    Ok(())
+}

@@ -1,0 +1,35 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use server::config::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `ptyhost` alone serves with the defaults (cargo-leptos runs the binary that way).
+    let command = cli
+        .command
+        .unwrap_or_else(|| match Cli::parse_from(["ptyhost", "serve"]).command {
+            Some(c) => c,
+            None => unreachable!("serve parses"),
+        });
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ptyhost: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match command {
+            Command::Serve(args) => server::serve(args).await,
+            Command::Token(args) => server::token_command(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ptyhost: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,745 @@
+//! The owner task of one session. It alone touches the PTY, the emulator, the sequence
+//! counter, the replay ring and the member list. It never waits on a viewer (bounded
+//! queues, `try_send`) or on the disk (frames go to a write-behind task).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use app::wire::{
+    Base64Bytes, ClientRef, CloseReason, ErrorCode, OutputStream, PtyErrorCode, Role,
+    SNAPSHOT_FORMAT, SessionFrame,
+};
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::{Instant, sleep_until};
+use tokio_util::task::TaskTracker;
+
+use super::pty::{Exit, InputError, Pty, PtyEvents};
+use super::replay::Ring;
+use super::screen::Screen;
+use super::{
+    Command, JoinRequest, Joined, LiveStatus, Outbound, Refusal, Replay, SessionHandle,
+    Sessions, Settings, encode_frame,
+};
+use crate::auth::Scope;
+use crate::clock;
+use crate::store::{NewFrame, Store};
+
+/// Frames queued for one viewer before it counts as lagging.
+const VIEWER_QUEUE: usize = 256;
+/// Output chunks are coalesced into frames of up to this many bytes.
+const MAX_OUTPUT_FRAME: usize = 64 * 1024;
+/// The hot ring's byte bound (frames beyond it are served from the store).
+const RING_BYTES: usize = 16 * 1024 * 1024;
+/// How long output may still drain after the process exited.
+const EXIT_DRAIN: Duration = Duration::from_millis(250);
+/// Grace between SIGHUP and SIGKILL when a session is terminated.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+const KEYFRAME_REQUEST_INTERVAL: Duration = Duration::from_secs(1);
+
+pub struct Start {
+    pub id: String,
+    pub pty: Pty,
+    pub events: PtyEvents,
+    pub screen: Screen,
+    pub settings: Settings,
+    pub store: Store,
+    pub registry: Sessions,
+}
+
+pub fn viewer_queue() -> (mpsc::Sender<Outbound>, mpsc::Receiver<Outbound>) {
+    mpsc::channel(VIEWER_QUEUE)
+}
+
+pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
+    let (commands, command_rx) = mpsc::channel(256);
+    let (cols, rows) = s.screen.size();
+    let (status_tx, status) = watch::channel(LiveStatus {
+        controllers: 0,
+        observers: 0,
+        cols,
+        rows,
+    });
+    let last_sequence = Arc::new(AtomicU64::new(0));
+    let (persist, persist_rx) = mpsc::unbounded_channel();
+    let (persisted_tx, persisted) = watch::channel(Persisted::default());
+    tasks.spawn(write_behind(
+        s.store,
+        s.id.clone(),
+        persist_rx,
+        persisted_tx,
+        s.settings.clone(),
+    ));
+    let actor = Actor {
+        id: s.id.clone(),
+        pty: s.pty,
+        screen: s.screen,
+        ring: Ring::new(s.settings.replay_frames, RING_BYTES),
+        settings: s.settings,
+        seq: 0,
+        last_sequence: last_sequence.clone(),
+        members: Vec::new(),
+        had_controller: false,
+        persist,
+        persisted,
+        status: status_tx,
+        outputs_since_keyframe: 0,
+        last_keyframe: Instant::now(),
+        close_reason: None,
+        registry: s.registry,
+    };
+    tasks.spawn(actor.run(command_rx, s.events));
+    SessionHandle {
+        id: s.id,
+        commands,
+        status,
+        last_sequence,
+    }
+}
+
+struct Member {
+    client_id: String,
+    role: Role,
+    scope: Scope,
+    label: Option<String>,
+    out: mpsc::Sender<Outbound>,
+    lagged: bool,
+    last_keyframe_request: Option<Instant>,
+}
+
+/// What the write-behind task has made durable.
+#[derive(Debug, Clone, Copy, Default)]
+struct Persisted {
+    upto: u64,
+    oldest: Option<u64>,
+}
+
+enum Persist {
+    Frame(NewFrame),
+    Size(u16, u16),
+    Close {
+        exit_code: Option<i32>,
+        reason: CloseReason,
+        done: oneshot::Sender<()>,
+    },
+}
+
+struct Actor {
+    id: String,
+    pty: Pty,
+    screen: Screen,
+    ring: Ring,
+    settings: Settings,
+    seq: u64,
+    last_sequence: Arc<AtomicU64>,
+    members: Vec<Member>,
+    had_controller: bool,
+    persist: mpsc::UnboundedSender<Persist>,
+    persisted: watch::Receiver<Persisted>,
+    status: watch::Sender<LiveStatus>,
+    outputs_since_keyframe: u64,
+    last_keyframe: Instant,
+    close_reason: Option<CloseReason>,
+    registry: Sessions,
+}
+
+impl Actor {
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>, events: PtyEvents) {
+        let PtyEvents {
+            mut output,
+            mut exit,
+        } = events;
+        let mut eof = false;
+        let mut exited: Option<Exit> = None;
+        let mut drain_until: Option<Instant> = None;
+        let mut kill_at: Option<Instant> = None;
+        let mut ticker = tokio::time::interval(self.settings.keyframe_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let wake = [drain_until, kill_at].into_iter().flatten().min();
+            tokio::select! {
+                biased;
+                Some(cmd) = commands.recv() => {
+                    if let Some(reason) = self.command(cmd) {
+                        if self.close_reason.is_none() {
+                            self.close_reason = Some(reason);
+                            self.pty.signal_group(libc::SIGHUP);
+                            kill_at = Some(Instant::now() + KILL_GRACE);
+                        }
+                    }
+                }
+                chunk = output.recv(), if !eof => match chunk {
+                    Some(first) => self.output(first, &mut output),
+                    None => eof = true,
+                },
+                status = &mut exit, if exited.is_none() => {
+                    exited = Some(status.unwrap_or(Exit { code: None }));
+                    drain_until = Some(Instant::now() + EXIT_DRAIN);
+                }
+                _ = sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => {
+                    let now = Instant::now();
+                    if kill_at.is_some_and(|t| t <= now) {
+                        kill_at = None;
+                        if exited.is_none() {
+                            self.pty.signal_group(libc::SIGKILL);
+                        }
+                    }
+                    if drain_until.is_some_and(|t| t <= now) {
+                        break;
+                    }
+                }
+                _ = ticker.tick() => {
+                    if self.outputs_since_keyframe > 0
+                        && self.last_keyframe.elapsed() >= self.settings.keyframe_interval
+                    {
+                        self.broadcast_keyframe();
+                    }
+                }
+            }
+            if exited.is_some() && eof {
+                break;
+            }
+        }
+        self.close(exited.unwrap_or(Exit { code: None })).await;
+    }
+
+    /// Handles one command; returns a close reason when the session must end.
+    fn command(&mut self, cmd: Command) -> Option<CloseReason> {
+        match cmd {
+            Command::Join(req, reply) => {
+                let _ = reply.send(self.join(req));
+            }
+            Command::Leave(client_id, reply) => {
+                let frame = self.leave(&client_id);
+                if let (Some(reply), Some(frame)) = (reply, frame) {
+                    let _ = reply.send(frame);
+                }
+            }
+            Command::Input(client_id, data, reply) => {
+                let _ = reply.send(self.input(&client_id, data));
+            }
+            Command::Resize(client_id, cols, rows, reply) => {
+                let _ = reply.send(self.resize_by(&client_id, cols, rows));
+            }
+            Command::RequestRole(client_id, role, reply) => {
+                let _ = reply.send(self.request_role(&client_id, role));
+            }
+            Command::RequestKeyframe(client_id, reply) => {
+                let _ = reply.send(self.request_keyframe(&client_id));
+            }
+            Command::Terminate(reason) => return Some(reason),
+        }
+        None
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.last_sequence.store(self.seq, Ordering::Release);
+        self.seq
+    }
+
+    /// Numbers, encodes, retains, persists and fans out one frame; `skip` does not get it
+    /// through its queue (the joiner receives it in its initial flush instead).
+    fn broadcast(&mut self, frame: SessionFrame, skip: Option<&str>) -> Bytes {
+        let seq = self.next_seq();
+        let json = encode_frame(seq, &frame);
+        self.ring.push(seq, json.clone());
+        self.ring.evict(self.persisted.borrow().upto);
+        let _ = self.persist.send(Persist::Frame(NewFrame {
+            sequence: seq,
+            kind: frame.kind(),
+            created_at: clock::now_ms(),
+            frame: json.clone(),
+        }));
+        for i in 0..self.members.len() {
+            if skip != Some(self.members[i].client_id.as_str()) {
+                self.deliver(i, &json);
+            }
+        }
+        json
+    }
+
+    /// A frame for one member only: numbered from the shared counter, never retained.
+    fn personal(&mut self, frame: SessionFrame) -> Bytes {
+        let seq = self.next_seq();
+        encode_frame(seq, &frame)
+    }
+
+    /// Queues a frame for member `i` without waiting. A full queue marks it lagging; once
+    /// its queue has room again it gets `PTY_OUTPUT_LAGGED` and a fresh keyframe instead of
+    /// what it missed.
+    fn deliver(&mut self, i: usize, json: &Bytes) {
+        if self.members[i].lagged {
+            if self.members[i].out.capacity() < 2 {
+                return;
+            }
+            let lagged = self.personal(SessionFrame::Error {
+                code: PtyErrorCode::PtyOutputLagged,
+                message: "this viewer fell behind; continuing from a keyframe".into(),
+            });
+            let keyframe = self.keyframe_frame();
+            let keyframe = self.personal(keyframe);
+            let m = &mut self.members[i];
+            m.lagged = false;
+            for f in [lagged, keyframe] {
+                let _ = m.out.try_send(Outbound::Frame(f));
+            }
+            return;
+        }
+        let m = &mut self.members[i];
+        if let Err(mpsc::error::TrySendError::Full(_)) =
+            m.out.try_send(Outbound::Frame(json.clone()))
+        {
+            tracing::debug!(session_id = %self.id, client_id = %m.client_id, "viewer lagging");
+            m.lagged = true;
+        }
+    }
+
+    fn deliver_to(&mut self, client_id: &str, json: Bytes) {
+        if let Some(i) = self.index(client_id) {
+            self.deliver(i, &json);
+        }
+    }
+
+    fn index(&self, client_id: &str) -> Option<usize> {
+        self.members.iter().position(|m| m.client_id == client_id)
+    }
+
+    fn output(&mut self, first: Bytes, more: &mut mpsc::Receiver<Bytes>) {
+        let mut data = first.to_vec();
+        while data.len() < MAX_OUTPUT_FRAME {
+            match more.try_recv() {
+                Ok(chunk) => data.extend_from_slice(&chunk),
+                Err(_) => break,
+            }
+        }
+        self.screen.feed(&data);
+        self.broadcast(
+            SessionFrame::Output {
+                stream: OutputStream::Stdout,
+                data: Base64Bytes(data),
+            },
+            None,
+        );
+        self.outputs_since_keyframe += 1;
+        if self.outputs_since_keyframe >= self.settings.keyframe_frames {
+            self.broadcast_keyframe();
+        }
+    }
+
+    /// A keyframe of the current screen, anchored at the last frame numbered so far.
+    fn keyframe_frame(&self) -> SessionFrame {
+        let (cols, rows) = self.screen.size();
+        SessionFrame::Keyframe {
+            snapshot: Base64Bytes(self.screen.snapshot()),
+            snapshot_format: SNAPSHOT_FORMAT.into(),
+            snapshot_cols: cols,
+            snapshot_rows: rows,
+            anchor_sequence: self.seq,
+        }
+    }
+
+    fn personal_keyframe(&mut self) -> Bytes {
+        let frame = self.keyframe_frame();
+        self.personal(frame)
+    }
+
+    fn broadcast_keyframe(&mut self) {
+        let frame = self.keyframe_frame();
+        self.broadcast(frame, None);
+        self.outputs_since_keyframe = 0;
+        self.last_keyframe = Instant::now();
+    }
+
+    fn membership_frame(&self) -> SessionFrame {
+        let refs = |role: Role| {
+            self.members
+                .iter()
+                .filter(|m| m.role == role)
+                .map(|m| ClientRef {
+                    client_id: m.client_id.clone(),
+                    label: m.label.clone(),
+                })
+                .collect()
+        };
+        SessionFrame::MembershipChanged {
+            controllers: refs(Role::Controller),
+            observers: refs(Role::Observer),
+        }
+    }
+
+    fn count(&self, role: Role) -> usize {
+        self.members.iter().filter(|m| m.role == role).count()
+    }
+
+    fn publish_status(&self) {
+        let (cols, rows) = self.screen.size();
+        self.status.send_replace(LiveStatus {
+            controllers: self.count(Role::Controller),
+            observers: self.count(Role::Observer),
+            cols,
+            rows,
+        });
+    }
+
+    fn membership_changed(&mut self, skip: Option<&str>) -> Bytes {
+        self.publish_status();
+        let frame = self.membership_frame();
+        self.broadcast(frame, skip)
+    }
+
+    fn join(&mut self, req: JoinRequest) -> Result<Joined, Refusal> {
+        if self.close_reason.is_some() {
+            return Err(Refusal::new(ErrorCode::Internal, "the session is closing"));
+        }
+        if req.role == Role::Controller && req.scope < Scope::Control {
+            return Err(Refusal::new(
+                ErrorCode::PermissionDenied,
+                "a pty:observe token cannot take the controller role",
+            ));
+        }
+        let (role, downgrade) = match req.role {
+            Role::Controller if self.count(Role::Controller) < self.settings.max_controllers => {
+                (Role::Controller, None)
+            }
+            Role::Controller => (Role::Observer, Some(self.capacity_reason())),
+            Role::Observer => (Role::Observer, None),
+        };
+        if role == Role::Observer && self.count(Role::Observer) >= self.settings.max_observers {
+            return Err(Refusal::new(
+                ErrorCode::RateLimited,
+                format!("observer capacity ({}) reached", self.settings.max_observers),
+            ));
+        }
+        if role == Role::Controller && !self.had_controller {
+            self.had_controller = true;
+            if let Some((cols, rows)) = req.size {
+                self.apply_resize(cols, rows).map_err(|m| Refusal::new(ErrorCode::Internal, m))?;
+            }
+        }
+        let client_id = uuid::Uuid::now_v7().to_string();
+        let first = self.personal(SessionFrame::RoleAssigned {
+            role,
+            client_id: client_id.clone(),
+            downgraded: downgrade.as_ref().map(|_| true),
+            reason: downgrade,
+        });
+        let replay = match req.replay_from {
+            None => Replay::None,
+            Some(after) => self.replay_plan(after),
+        };
+        tracing::info!(
+            session_id = %self.id, %client_id, role = ?role, scope = %req.scope,
+            label = req.label.as_deref().unwrap_or(""), "member joined"
+        );
+        self.members.push(Member {
+            client_id: client_id.clone(),
+            role,
+            scope: req.scope,
+            label: req.label,
+            out: req.out,
+            lagged: false,
+            last_keyframe_request: None,
+        });
+        let rest = match replay {
+            Replay::None => {
+                let membership = self.membership_changed(Some(&client_id));
+                vec![membership, self.personal_keyframe()]
+            }
+            _ => {
+                let keyframe = self.personal_keyframe();
+                vec![keyframe, self.membership_changed(Some(&client_id))]
+            }
+        };
+        Ok(Joined {
+            client_id,
+            role,
+            first,
+            replay,
+            rest,
+        })
+    }
+
+    fn capacity_reason(&self) -> String {
+        format!(
+            "controller capacity ({}) reached",
+            self.settings.max_controllers
+        )
+    }
+
+    /// Which retained frames follow `after`; the store holds what the ring no longer does.
+    fn replay_plan(&self, after: u64) -> Replay {
+        let current = self.seq;
+        let ring_oldest = self.ring.oldest();
+        let oldest = self.persisted.borrow().oldest.or(ring_oldest).unwrap_or(1);
+        if after > current || after + 1 < oldest {
+            return Replay::OutOfRange { oldest, current };
+        }
+        let store = match ring_oldest {
+            Some(r) if r > after + 1 => Some((after, r)),
+            Some(_) => None,
+            None => Some((after, current + 1)),
+        };
+        Replay::Range {
+            store,
+            ring: self.ring.after(after).map(|e| e.json.clone()).collect(),
+        }
+    }
+
+    fn leave(&mut self, client_id: &str) -> Option<Bytes> {
+        let i = self.index(client_id)?;
+        let m = self.members.remove(i);
+        tracing::info!(session_id = %self.id, client_id, role = ?m.role, "member left");
+        Some(self.membership_changed(None))
+    }
+
+    /// The member, if it holds the controller role with a scope that allows control.
+    fn controller(&self, client_id: &str, what: &str) -> Result<usize, Refusal> {
+        let i = self
+            .index(client_id)
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        let m = &self.members[i];
+        if m.role != Role::Controller || m.scope < Scope::Control {
+            tracing::info!(session_id = %self.id, client_id, what, "denied write from a non-controller");
+            return Err(Refusal::new(
+                ErrorCode::PermissionDenied,
+                format!("only the controller may send {what}"),
+            ));
+        }
+        Ok(i)
+    }
+
+    fn input(&mut self, client_id: &str, data: Vec<u8>) -> Result<(), Refusal> {
+        self.controller(client_id, "input")?;
+        if let Err(e) = self.pty.write(data) {
+            let code = PtyErrorCode::PtyWriteFailed;
+            let message = match e {
+                InputError::Full => "input dropped: the program is not reading its terminal",
+                InputError::Closed => "input dropped: the terminal is closed",
+            };
+            let frame = self.personal(SessionFrame::Error {
+                code,
+                message: message.into(),
+            });
+            self.deliver_to(client_id, frame);
+        }
+        Ok(())
+    }
+
+    fn apply_resize(&mut self, cols: u16, rows: u16) -> Result<(), String> {
+        self.pty.resize(cols, rows).map_err(|e| format!("resize failed: {e}"))?;
+        self.screen.resize(cols, rows);
+        self.broadcast(SessionFrame::Resize { cols, rows }, None);
+        let _ = self.persist.send(Persist::Size(cols, rows));
+        self.publish_status();
+        Ok(())
+    }
+
+    fn resize_by(&mut self, client_id: &str, cols: u16, rows: u16) -> Result<(), Refusal> {
+        self.controller(client_id, "resize")?;
+        if let Err(message) = self.apply_resize(cols, rows) {
+            let frame = self.personal(SessionFrame::Error {
+                code: PtyErrorCode::PtyResizeFailed,
+                message,
+            });
+            self.deliver_to(client_id, frame);
+        }
+        Ok(())
+    }
+
+    fn request_role(&mut self, client_id: &str, role: Role) -> Result<(), Refusal> {
+        let i = self
+            .index(client_id)
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        let (current, scope) = (self.members[i].role, self.members[i].scope);
+        if role == Role::Controller && scope < Scope::Control {
+            return Err(Refusal::new(
+                ErrorCode::PermissionDenied,
+                "a pty:observe token cannot take the controller role",
+            ));
+        }
+        let (granted, downgrade) = match (role, current) {
+            (Role::Controller, Role::Observer)
+                if self.count(Role::Controller) >= self.settings.max_controllers =>
+            {
+                (Role::Observer, Some(self.capacity_reason()))
+            }
+            _ => (role, None),
+        };
+        let assigned = self.personal(SessionFrame::RoleAssigned {
+            role: granted,
+            client_id: client_id.to_owned(),
+            downgraded: downgrade.as_ref().map(|_| true),
+            reason: downgrade,
+        });
+        self.deliver(i, &assigned);
+        if granted != current {
+            self.members[i].role = granted;
+            tracing::info!(session_id = %self.id, client_id, from = ?current, to = ?granted, "role changed");
+            self.membership_changed(None);
+        }
+        Ok(())
+    }
+
+    fn request_keyframe(&mut self, client_id: &str) -> Result<(), Refusal> {
+        let i = self
+            .index(client_id)
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        let now = Instant::now();
+        if self.members[i]
+            .last_keyframe_request
+            .is_some_and(|t| now.duration_since(t) < KEYFRAME_REQUEST_INTERVAL)
+        {
+            return Err(Refusal::new(
+                ErrorCode::RateLimited,
+                "keyframes can be requested once per second",
+            ));
+        }
+        self.members[i].last_keyframe_request = Some(now);
+        let frame = self.personal_keyframe();
+        self.deliver(i, &frame);
+        Ok(())
+    }
+
+    /// Emits the final keyframe and the one `Closed`, says goodbye to every member, waits
+    /// until the history is durable, and retires the session.
+    async fn close(mut self, exit: Exit) {
+        let reason = self.close_reason.unwrap_or(match exit.code {
+            Some(_) => CloseReason::Normal,
+            None => CloseReason::Killed,
+        });
+        self.broadcast_keyframe();
+        self.broadcast(
+            SessionFrame::Closed {
+                exit_code: exit.code,
+                reason,
+                detail: None,
+            },
+            None,
+        );
+        let goodbye = if reason == CloseReason::InstanceTerminated {
+            "server_shutdown"
+        } else {
+            "session_closed"
+        };
+        for m in self.members.drain(..) {
+            let _ = m.out.try_send(Outbound::Goodbye(goodbye));
+        }
+        self.publish_status();
+        let (done, flushed) = oneshot::channel();
+        let _ = self.persist.send(Persist::Close {
+            exit_code: exit.code,
+            reason,
+            done,
+        });
+        let _ = flushed.await;
+        tracing::info!(session_id = %self.id, exit_code = ?exit.code, reason = ?reason, "session closed");
+        self.registry.retire(&self.id);
+    }
+}
+
+/// Persists frames in batches (whatever queued up while the last batch was written), the
+/// session's size and its close; prunes frames outside both retention bounds.
+async fn write_behind(
+    store: Store,
+    id: String,
+    mut rx: mpsc::UnboundedReceiver<Persist>,
+    persisted: watch::Sender<Persisted>,
+    settings: Settings,
+) {
+    let mut frames: Vec<NewFrame> = Vec::new();
+    let mut last_prune = Instant::now();
+    while let Some(first) = rx.recv().await {
+        let mut ops = vec![first];
+        while ops.len() < 1024 {
+            match rx.try_recv() {
+                Ok(op) => ops.push(op),
+                Err(_) => break,
+            }
+        }
+        for op in ops {
+            match op {
+                Persist::Frame(f) => frames.push(f),
+                Persist::Size(cols, rows) => {
+                    flush(&store, &id, &mut frames, &persisted).await;
+                    if let Err(e) = store.set_session_size(&id, cols, rows).await {
+                        tracing::error!(session_id = %id, error = %e, "persisting size failed");
+                    }
+                }
+                Persist::Close {
+                    exit_code,
+                    reason,
+                    done,
+                } => {
+                    flush(&store, &id, &mut frames, &persisted).await;
+                    let last = persisted.borrow().upto;
+                    let reason = serde_json::to_value(reason)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    if let Err(e) = store
+                        .close_session(&id, exit_code, &reason, last, clock::now_ms())
+                        .await
+                    {
+                        tracing::error!(session_id = %id, error = %e, "persisting close failed");
+                    }
+                    let _ = done.send(());
+                }
+            }
+        }
+        flush(&store, &id, &mut frames, &persisted).await;
+        if last_prune.elapsed() >= Duration::from_secs(30) {
+            last_prune = Instant::now();
+            prune(&store, &id, &persisted, &settings).await;
+        }
+    }
+}
+
+async fn flush(
+    store: &Store,
+    id: &str,
+    frames: &mut Vec<NewFrame>,
+    persisted: &watch::Sender<Persisted>,
+) {
+    let Some(last) = frames.last().map(|f| f.sequence) else {
+        return;
+    };
+    let first = frames[0].sequence;
+    let mut delay = Duration::from_millis(50);
+    for attempt in 1..=5 {
+        match store.insert_frames(id, frames).await {
+            Ok(()) => break,
+            Err(e) if attempt < 5 => {
+                tracing::warn!(session_id = %id, error = %e, attempt, "persisting frames failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            Err(e) => {
+                tracing::error!(session_id = %id, error = %e, first, last, "persisting frames failed")
+            }
+        }
+    }
+    frames.clear();
+    persisted.send_modify(|p| {
+        p.upto = last;
+        p.oldest.get_or_insert(first);
+    });
+}
+
+async fn prune(store: &Store, id: &str, persisted: &watch::Sender<Persisted>, settings: &Settings) {
+    let upto = persisted
+        .borrow()
+        .upto
+        .saturating_sub(settings.replay_frames as u64);
+    let before = clock::now_ms() - settings.replay_retention.as_millis() as i64;
+    match store.prune_frames(id, upto, before).await {
+        Ok(0) => {}
+        Ok(_) => {
+            if let Ok(oldest) = store.oldest_sequence(id).await {
+                persisted.send_modify(|p| p.oldest = oldest);
+            }
+        }
+        Err(e) => tracing::error!(session_id = %id, error = %e, "pruning frames failed"),
+    }
+}

@@ -1,0 +1,590 @@
+//! PTY sessions, independent of any transport: the registry, the spec a session is started
+//! from, and the commands its owner task (see `actor`) accepts.
+
+mod actor;
+pub use actor::viewer_queue;
+pub mod pty;
+pub mod replay;
+pub mod screen;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Result;
+use app::wire::{self, CloseReason, Role, SessionFrame};
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Scope;
+use crate::clock;
+use crate::store::{SessionRow, Store, StoredFrame};
+
+/// The knobs of every session, from the `serve` flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub replay_frames: usize,
+    pub replay_retention: Duration,
+    pub keyframe_interval: Duration,
+    pub keyframe_frames: u64,
+    pub max_controllers: usize,
+    pub max_observers: usize,
+    pub default_cols: u16,
+    pub default_rows: u16,
+}
+
+/// Which session hosts exist here: only the native backend with the direct class.
+pub const BACKENDS: [&str; 1] = ["native"];
+pub const CLASSES: [&str; 1] = ["direct"];
+
+/// A session-host selection that this server cannot honour; the code names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error("session_backend.not_implemented: {0}")]
+    BackendNotImplemented(String),
+    #[error("session_class.not_implemented: {0}")]
+    ClassNotImplemented(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl SpecError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            SpecError::BackendNotImplemented(_) => "session_backend.not_implemented",
+            SpecError::ClassNotImplemented(_) => "session_class.not_implemented",
+            SpecError::Invalid(_) => "invalid_argument",
+        }
+    }
+}
+
+/// Fails closed on any backend or class (or pair) that is not implemented.
+pub fn check_host(backend: Option<&str>, class: Option<&str>) -> Result<(), SpecError> {
+    let backend = backend.unwrap_or(BACKENDS[0]);
+    let class = class.unwrap_or(CLASSES[0]);
+    if !BACKENDS.contains(&backend) {
+        return Err(SpecError::BackendNotImplemented(format!(
+            "backend {backend:?} is not available here (supported: native)"
+        )));
+    }
+    if !CLASSES.contains(&class) {
+        return Err(SpecError::ClassNotImplemented(format!(
+            "class {class:?} is not available with backend {backend:?} (native is direct only)"
+        )));
+    }
+    Ok(())
+}
+
+/// What a new session runs.
+#[derive(Debug, Clone, Default)]
+pub struct SpecRequest {
+    pub argv: Option<Vec<String>>,
+    pub command: Option<String>,
+    pub cwd: Option<String>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub session_backend: Option<String>,
+    pub session_class: Option<String>,
+    pub cols: Option<u16>,
+    pub rows: Option<u16>,
+    pub label: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    pub argv: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    pub env: BTreeMap<String, String>,
+    pub cols: u16,
+    pub rows: u16,
+    pub label: Option<String>,
+}
+
+impl SpecRequest {
+    /// Validates the request into a spec: `argv`, or `command` through `/bin/sh -lc`, or
+    /// the login shell.
+    pub fn into_spec(self, settings: &Settings) -> Result<SessionSpec, SpecError> {
+        check_host(self.session_backend.as_deref(), self.session_class.as_deref())?;
+        let invalid = |m: &str| Err(SpecError::Invalid(m.to_owned()));
+        let argv = match (self.argv, self.command) {
+            (Some(_), Some(_)) => return invalid("give argv or command, not both"),
+            (Some(argv), None) => {
+                if argv.is_empty() || argv[0].is_empty() {
+                    return invalid("argv must name a program");
+                }
+                argv
+            }
+            (None, Some(command)) => vec!["/bin/sh".into(), "-lc".into(), command],
+            (None, None) => vec![login_shell(), "-l".into()],
+        };
+        if argv.iter().any(|a| a.contains('\0')) {
+            return invalid("argv must not contain NUL bytes");
+        }
+        let cwd = match self.cwd.filter(|c| !c.is_empty()) {
+            Some(c) if !std::path::Path::new(&c).is_dir() => {
+                return Err(SpecError::Invalid(format!("cwd {c:?} is not a directory")));
+            }
+            c => c.map(PathBuf::from),
+        };
+        let env = self.env.unwrap_or_default();
+        if env.keys().any(|k| k.is_empty() || k.contains(['=', '\0']))
+            || env.values().any(|v| v.contains('\0'))
+        {
+            return invalid("env names must be non-empty without '=' or NUL");
+        }
+        let dim = |v: Option<u16>, default: u16| match v {
+            None => Ok(default),
+            Some(v) if (1..=1024).contains(&v) => Ok(v),
+            Some(v) => Err(SpecError::Invalid(format!("size {v} is outside 1..=1024"))),
+        };
+        if self.label.as_ref().is_some_and(|l| l.chars().count() > 128) {
+            return invalid("label is longer than 128 characters");
+        }
+        Ok(SessionSpec {
+            argv,
+            cwd,
+            env,
+            cols: dim(self.cols, settings.default_cols)?,
+            rows: dim(self.rows, settings.default_rows)?,
+            label: self.label,
+        })
+    }
+}
+
+fn login_shell() -> String {
+    std::env::var("SHELL")
+        .ok()
+        .filter(|s| std::path::Path::new(s).is_file())
+        .unwrap_or_else(|| "/bin/sh".into())
+}
+
+/// Encodes a `pty.session_frame` envelope once; every subscriber gets the same bytes.
+pub fn encode_frame(sequence: u64, frame: &SessionFrame) -> Bytes {
+    #[derive(Serialize)]
+    struct Out<'a> {
+        op: &'static str,
+        id: String,
+        ts: String,
+        sequence: u64,
+        payload: &'a SessionFrame,
+    }
+    let out = Out {
+        op: wire::OP_SESSION_FRAME,
+        id: uuid::Uuid::now_v7().to_string(),
+        ts: clock::now_rfc3339(),
+        sequence,
+        payload: frame,
+    };
+    Bytes::from(serde_json::to_vec(&out).expect("session frames serialize"))
+}
+
+/// What a connection receives from its session after joining.
+#[derive(Debug)]
+pub enum Outbound {
+    Frame(Bytes),
+    /// The session is over (or the server stops): say goodbye with this reason and close.
+    Goodbye(&'static str),
+}
+
+/// A client asking to join.
+pub struct JoinRequest {
+    pub role: Role,
+    pub scope: Scope,
+    pub label: Option<String>,
+    pub replay_from: Option<u64>,
+    pub size: Option<(u16, u16)>,
+    pub out: mpsc::Sender<Outbound>,
+}
+
+/// The joiner's initial flush, in the order it must be written.
+#[derive(Debug)]
+pub struct Joined {
+    pub client_id: String,
+    pub role: Role,
+    /// `RoleAssigned`.
+    pub first: Bytes,
+    pub replay: Replay,
+    /// `MembershipChanged` and `Keyframe`, in the order the case calls for.
+    pub rest: Vec<Bytes>,
+}
+
+#[derive(Debug)]
+pub enum Replay {
+    None,
+    /// Frames after `after`: those below the ring (read from the store) and the ring's own.
+    Range {
+        store: Option<(u64, u64)>,
+        ring: Vec<Bytes>,
+    },
+    OutOfRange {
+        oldest: u64,
+        current: u64,
+    },
+}
+
+/// A refusal from the session, in the binding's vocabulary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub code: wire::ErrorCode,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(code: wire::ErrorCode, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+pub enum Command {
+    Join(JoinRequest, oneshot::Sender<Result<Joined, Refusal>>),
+    /// Leave; the reply (if asked for) is the final `MembershipChanged`.
+    Leave(String, Option<oneshot::Sender<Bytes>>),
+    Input(String, Vec<u8>, oneshot::Sender<Result<(), Refusal>>),
+    Resize(String, u16, u16, oneshot::Sender<Result<(), Refusal>>),
+    RequestRole(String, Role, oneshot::Sender<Result<(), Refusal>>),
+    RequestKeyframe(String, oneshot::Sender<Result<(), Refusal>>),
+    Terminate(CloseReason),
+}
+
+/// Live facts about a session for listings.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LiveStatus {
+    pub controllers: usize,
+    pub observers: usize,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub id: String,
+    commands: mpsc::Sender<Command>,
+    status: watch::Receiver<LiveStatus>,
+    last_sequence: Arc<AtomicU64>,
+}
+
+impl SessionHandle {
+    pub fn status(&self) -> LiveStatus {
+        *self.status.borrow()
+    }
+
+    pub fn current_sequence(&self) -> u64 {
+        self.last_sequence.load(Ordering::Acquire)
+    }
+
+    /// Sends a command and waits for its reply; `None` when the session has ended.
+    pub async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
+        let (tx, rx) = oneshot::channel();
+        self.commands.send(make(tx)).await.ok()?;
+        rx.await.ok()
+    }
+
+    pub async fn tell(&self, command: Command) -> bool {
+        self.commands.send(command).await.is_ok()
+    }
+
+    /// For drop guards: a leave that must not wait.
+    pub fn leave_now(&self, client_id: String) {
+        if let Err(mpsc::error::TrySendError::Full(cmd)) =
+            self.commands.try_send(Command::Leave(client_id, None))
+        {
+            let commands = self.commands.clone();
+            tokio::spawn(async move { commands.send(cmd).await });
+        }
+    }
+}
+
+/// A session as listed: its stored row plus live counts when it is running.
+#[derive(Debug, Clone)]
+pub struct SessionView {
+    pub row: SessionRow,
+    pub live: Option<LiveStatus>,
+}
+
+/// All sessions of this process.
+#[derive(Clone)]
+pub struct Sessions {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    settings: Settings,
+    instance_id: String,
+    live: Mutex<HashMap<String, SessionHandle>>,
+    tasks: TaskTracker,
+}
+
+impl Sessions {
+    pub fn new(store: Store, settings: Settings, instance_id: String) -> Sessions {
+        Sessions {
+            inner: Arc::new(Inner {
+                store,
+                settings,
+                instance_id,
+                live: Mutex::new(HashMap::new()),
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Closes the sessions a previous process left running: their PTYs died with it.
+    /// Each gets a final keyframe rebuilt from its stored frames and exactly one `Closed`.
+    pub async fn recover(&self) -> Result<()> {
+        let store = &self.inner.store;
+        for row in store.running_sessions().await? {
+            let frames = store.frames_from_last_keyframe(&row.id).await?;
+            let screen = rebuild_screen(&frames, row.cols, row.rows);
+            let mut seq = row.last_sequence.max(frames.last().map_or(0, |f| f.sequence));
+            let (cols, rows) = screen.size();
+            let now = clock::now_ms();
+            let mut out = Vec::new();
+            for frame in [
+                SessionFrame::Keyframe {
+                    snapshot: wire::Base64Bytes(screen.snapshot()),
+                    snapshot_format: wire::SNAPSHOT_FORMAT.into(),
+                    snapshot_cols: cols,
+                    snapshot_rows: rows,
+                    anchor_sequence: seq,
+                },
+                SessionFrame::Closed {
+                    exit_code: None,
+                    reason: CloseReason::InstanceTerminated,
+                    detail: Some("ptyhost stopped while the session was running".into()),
+                },
+            ] {
+                seq += 1;
+                out.push(crate::store::NewFrame {
+                    sequence: seq,
+                    kind: frame.kind(),
+                    created_at: now,
+                    frame: encode_frame(seq, &frame),
+                });
+            }
+            store.insert_frames(&row.id, &out).await?;
+            store
+                .close_session(&row.id, None, "instance_terminated", seq, now)
+                .await?;
+            tracing::info!(session_id = %row.id, "closed a session left running by a previous process");
+        }
+        Ok(())
+    }
+
+    /// Starts a session. A program that cannot start still makes a (closed) session whose
+    /// history holds its one `Closed` frame.
+    pub async fn create(&self, spec: SessionSpec) -> Result<SessionRow> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let mut row = SessionRow {
+            id: id.clone(),
+            instance_id: self.inner.instance_id.clone(),
+            label: spec.label.clone(),
+            argv: spec.argv.clone(),
+            cwd: spec.cwd.as_ref().map(|c| c.display().to_string()),
+            env: spec.env.clone(),
+            backend: BACKENDS[0].into(),
+            class: CLASSES[0].into(),
+            cols: spec.cols,
+            rows: spec.rows,
+            state: "running".into(),
+            exit_code: None,
+            close_reason: None,
+            last_sequence: 0,
+            created_at: clock::now_ms(),
+            closed_at: None,
+        };
+        self.inner.store.insert_session(&row).await?;
+        match pty::spawn(&spec) {
+            Ok((pty, events)) => {
+                let handle = actor::start(
+                    &self.inner.tasks,
+                    actor::Start {
+                        id: id.clone(),
+                        pty,
+                        events,
+                        screen: screen::Screen::new(spec.cols, spec.rows),
+                        settings: self.inner.settings.clone(),
+                        store: self.inner.store.clone(),
+                        registry: self.clone(),
+                    },
+                );
+                self.inner.live.lock().unwrap().insert(id, handle);
+                tracing::info!(session_id = %row.id, argv = ?row.argv, "session started");
+            }
+            Err(e) => {
+                let detail = format!("failed to start {:?}: {e:#}", spec.argv[0]);
+                tracing::warn!(session_id = %row.id, %detail, "session failed to start");
+                let frame = SessionFrame::Closed {
+                    exit_code: None,
+                    reason: CloseReason::Error,
+                    detail: Some(detail),
+                };
+                let now = clock::now_ms();
+                self.inner
+                    .store
+                    .insert_frames(
+                        &row.id,
+                        &[crate::store::NewFrame {
+                            sequence: 1,
+                            kind: frame.kind(),
+                            created_at: now,
+                            frame: encode_frame(1, &frame),
+                        }],
+                    )
+                    .await?;
+                self.inner
+                    .store
+                    .close_session(&row.id, None, "error", 1, now)
+                    .await?;
+                row = self.inner.store.session(&row.id).await?.unwrap_or(row);
+            }
+        }
+        Ok(row)
+    }
+
+    pub fn live(&self, id: &str) -> Option<SessionHandle> {
+        self.inner.live.lock().unwrap().get(id).cloned()
+    }
+
+    /// Called by a session's owner task once its history is fully persisted.
+    fn retire(&self, id: &str) {
+        self.inner.live.lock().unwrap().remove(id);
+    }
+
+    pub async fn view(&self, id: &str) -> Result<Option<SessionView>> {
+        let row = self.inner.store.session(id).await?;
+        Ok(row.map(|row| self.with_live(row)))
+    }
+
+    pub async fn list(&self) -> Result<Vec<SessionView>> {
+        let rows = self.inner.store.list_sessions(&self.inner.instance_id).await?;
+        Ok(rows.into_iter().map(|r| self.with_live(r)).collect())
+    }
+
+    fn with_live(&self, mut row: SessionRow) -> SessionView {
+        let live = self.live(&row.id).map(|h| {
+            row.last_sequence = h.current_sequence();
+            h.status()
+        });
+        if let Some(l) = live {
+            (row.cols, row.rows) = (l.cols, l.rows);
+        }
+        SessionView { row, live }
+    }
+
+    /// Ends a running session; false when it is not running.
+    pub async fn terminate(&self, id: &str, reason: CloseReason) -> bool {
+        match self.live(id) {
+            Some(h) => h.tell(Command::Terminate(reason)).await,
+            None => false,
+        }
+    }
+
+    /// Ends every running session (each emits its `Closed` and says goodbye) and waits
+    /// until their histories are persisted.
+    pub async fn shutdown(&self) {
+        let handles: Vec<SessionHandle> = self.inner.live.lock().unwrap().values().cloned().collect();
+        for h in handles {
+            h.tell(Command::Terminate(CloseReason::InstanceTerminated)).await;
+        }
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+    }
+}
+
+/// Replays stored frames (from a keyframe on) into a fresh emulator.
+pub fn rebuild_screen(frames: &[StoredFrame], cols: u16, rows: u16) -> screen::Screen {
+    let mut screen = screen::Screen::new(cols, rows);
+    for f in frames {
+        let Ok(env) = serde_json::from_str::<wire::Envelope>(&f.frame) else {
+            continue;
+        };
+        match serde_json::from_value::<SessionFrame>(env.payload) {
+            Ok(SessionFrame::Keyframe {
+                snapshot,
+                snapshot_cols,
+                snapshot_rows,
+                ..
+            }) => {
+                screen = screen::Screen::new(snapshot_cols, snapshot_rows);
+                screen.feed(&snapshot.0);
+            }
+            Ok(SessionFrame::Output { data, .. }) => screen.feed(&data.0),
+            Ok(SessionFrame::Resize { cols, rows }) => screen.resize(cols, rows),
+            _ => {}
+        }
+    }
+    screen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            replay_frames: 1000,
+            replay_retention: Duration::from_secs(86400),
+            keyframe_interval: Duration::from_secs(5),
+            keyframe_frames: 100,
+            max_controllers: 1,
+            max_observers: 32,
+            default_cols: 120,
+            default_rows: 30,
+        }
+    }
+
+    #[test]
+    fn unsupported_backend_and_class_fail_closed_with_their_codes() {
+        let req = |b: &str, c: &str| SpecRequest {
+            session_backend: Some(b.into()),
+            session_class: Some(c.into()),
+            ..Default::default()
+        };
+        let e = req("tmux", "managed").into_spec(&settings()).unwrap_err();
+        assert_eq!(e.code(), "session_backend.not_implemented");
+        let e = req("native", "managed").into_spec(&settings()).unwrap_err();
+        assert_eq!(e.code(), "session_class.not_implemented");
+        assert!(req("native", "direct").into_spec(&settings()).is_ok());
+    }
+
+    #[test]
+    fn command_runs_through_sh_lc_and_no_program_means_the_login_shell() {
+        let spec = SpecRequest {
+            command: Some("echo hi".into()),
+            ..Default::default()
+        }
+        .into_spec(&settings())
+        .unwrap();
+        assert_eq!(spec.argv, ["/bin/sh", "-lc", "echo hi"]);
+        assert_eq!((spec.cols, spec.rows), (120, 30));
+        let shell = SpecRequest::default().into_spec(&settings()).unwrap();
+        assert_eq!(shell.argv.last().map(String::as_str), Some("-l"));
+    }
+
+    #[test]
+    fn bad_specs_are_refused() {
+        for req in [
+            SpecRequest { argv: Some(vec![]), ..Default::default() },
+            SpecRequest { argv: Some(vec!["a".into()]), command: Some("b".into()), ..Default::default() },
+            SpecRequest { cwd: Some("/definitely/not/here".into()), ..Default::default() },
+            SpecRequest { cols: Some(0), ..Default::default() },
+            SpecRequest { rows: Some(2000), ..Default::default() },
+        ] {
+            assert!(matches!(req.into_spec(&settings()), Err(SpecError::Invalid(_))));
+        }
+    }
+}

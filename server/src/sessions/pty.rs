@@ -1,0 +1,132 @@
+//! A process on a real PTY. Three plain threads keep every blocking call away from the
+//! session's task: one reads output, one writes input, one waits for the exit status.
+
+use std::io::{Read, Write};
+
+use bytes::Bytes;
+use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use tokio::sync::{mpsc, oneshot};
+
+use super::SessionSpec;
+
+/// Output is read in chunks of at most this many bytes.
+const READ_CHUNK: usize = 64 * 1024;
+/// Chunks of input queued for the PTY before a write is refused.
+const INPUT_QUEUE: usize = 256;
+
+pub struct Pty {
+    master: Box<dyn MasterPty + Send>,
+    input: mpsc::Sender<Vec<u8>>,
+    pid: Option<u32>,
+}
+
+/// What the process produces: output chunks (closed at PTY EOF) and its exit.
+pub struct PtyEvents {
+    pub output: mpsc::Receiver<Bytes>,
+    pub exit: oneshot::Receiver<Exit>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// The exit code, or `None` when a signal ended the process.
+    pub code: Option<i32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("the PTY input queue is full")]
+    Full,
+    #[error("the PTY no longer accepts input")]
+    Closed,
+}
+
+pub fn size(cols: u16, rows: u16) -> PtySize {
+    PtySize {
+        rows,
+        cols,
+        pixel_width: 0,
+        pixel_height: 0,
+    }
+}
+
+pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
+    let pair = native_pty_system().openpty(size(spec.cols, spec.rows))?;
+    let mut cmd = CommandBuilder::from_argv(spec.argv.iter().map(Into::into).collect());
+    cmd.env("TERM", "xterm-256color");
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    if let Some(cwd) = &spec.cwd {
+        cmd.cwd(cwd);
+    }
+    let mut child = pair.slave.spawn_command(cmd)?;
+    drop(pair.slave);
+    let pid = child.process_id();
+    let mut reader = pair.master.try_clone_reader()?;
+    let mut writer = pair.master.take_writer()?;
+
+    let (out_tx, output) = mpsc::channel::<Bytes>(64);
+    std::thread::Builder::new()
+        .name("pty-read".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; READ_CHUNK];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if out_tx.blocking_send(Bytes::copy_from_slice(&buf[..n])).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        })?;
+
+    let (input, mut in_rx) = mpsc::channel::<Vec<u8>>(INPUT_QUEUE);
+    std::thread::Builder::new()
+        .name("pty-write".into())
+        .spawn(move || {
+            while let Some(data) = in_rx.blocking_recv() {
+                if writer.write_all(&data).and_then(|()| writer.flush()).is_err() {
+                    break;
+                }
+            }
+        })?;
+
+    let (exit_tx, exit) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("pty-wait".into())
+        .spawn(move || {
+            let code = match child.wait() {
+                Ok(status) if status.signal().is_none() => Some(status.exit_code() as i32),
+                _ => None,
+            };
+            let _ = exit_tx.send(Exit { code });
+        })?;
+
+    Ok((Pty { master: pair.master, input, pid }, PtyEvents { output, exit }))
+}
+
+impl Pty {
+    /// Queues input for the process without waiting.
+    pub fn write(&self, data: Vec<u8>) -> Result<(), InputError> {
+        self.input.try_send(data).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => InputError::Full,
+            mpsc::error::TrySendError::Closed(_) => InputError::Closed,
+        })
+    }
+
+    pub fn resize(&self, cols: u16, rows: u16) -> anyhow::Result<()> {
+        self.master.resize(size(cols, rows))
+    }
+
+    /// Sends `signal` to the process group the session leader heads.
+    pub fn signal_group(&self, signal: i32) {
+        if let Some(pid) = self.pid {
+            // The child called setsid(), so its pid is its process group id.
+            unsafe {
+                libc::kill(-(pid as i32), signal);
+            }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The hot replay ring: the newest broadcast frames of a session, already encoded. Frames
+//! leave it only once they are persisted, so whatever is not here is in the store.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+pub struct Entry {
+    pub sequence: u64,
+    pub json: Bytes,
+}
+
+pub struct Ring {
+    frames: VecDeque<Entry>,
+    bytes: usize,
+    max_frames: usize,
+    max_bytes: usize,
+}
+
+impl Ring {
+    pub fn new(max_frames: usize, max_bytes: usize) -> Ring {
+        Ring {
+            frames: VecDeque::new(),
+            bytes: 0,
+            max_frames: max_frames.max(1),
+            max_bytes,
+        }
+    }
+
+    pub fn push(&mut self, sequence: u64, json: Bytes) {
+        self.bytes += json.len();
+        self.frames.push_back(Entry { sequence, json });
+    }
+
+    /// Drops the oldest frames beyond the frame and byte bounds, never one that is not yet
+    /// persisted (sequence above `persisted_upto`).
+    pub fn evict(&mut self, persisted_upto: u64) {
+        while self.frames.len() > self.max_frames || self.bytes > self.max_bytes {
+            match self.frames.front() {
+                Some(f) if f.sequence <= persisted_upto => {
+                    self.bytes -= f.json.len();
+                    self.frames.pop_front();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    pub fn oldest(&self) -> Option<u64> {
+        self.frames.front().map(|f| f.sequence)
+    }
+
+    /// Frames with a sequence above `after`, oldest first.
+    pub fn after(&self, after: u64) -> impl Iterator<Item = &Entry> {
+        let start = self.frames.partition_point(|f| f.sequence <= after);
+        self.frames.range(start..)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eviction_keeps_unpersisted_frames_and_respects_the_frame_bound() {
+        let mut ring = Ring::new(3, usize::MAX);
+        for s in 1..=6 {
+            ring.push(s, Bytes::from_static(b"x"));
+        }
+        ring.evict(2);
+        assert_eq!(ring.oldest(), Some(3));
+        ring.evict(6);
+        assert_eq!(ring.oldest(), Some(4));
+        let seqs: Vec<u64> = ring.after(4).map(|e| e.sequence).collect();
+        assert_eq!(seqs, vec![5, 6]);
+    }
+
+    #[test]
+    fn byte_bound_evicts_persisted_frames_early() {
+        let mut ring = Ring::new(100, 4);
+        for s in 1..=4 {
+            ring.push(s, Bytes::from_static(b"ab"));
+        }
+        ring.evict(4);
+        assert_eq!(ring.oldest(), Some(3));
+    }
+}

@@ -1,0 +1,405 @@
+//! The one place for SQL: sessions, tokens and replay frames, on SQLite through sqlx.
+//! Migrations are embedded and applied on open; the schema sticks to portable types.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, Row, SqlitePool};
+
+#[derive(Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    pub id: String,
+    pub instance_id: String,
+    pub label: Option<String>,
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub env: std::collections::BTreeMap<String, String>,
+    pub backend: String,
+    pub class: String,
+    pub cols: u16,
+    pub rows: u16,
+    pub state: String,
+    pub exit_code: Option<i32>,
+    pub close_reason: Option<String>,
+    pub last_sequence: u64,
+    pub created_at: i64,
+    pub closed_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenRow {
+    pub id: String,
+    pub scope: String,
+    pub session_id: Option<String>,
+    pub label: Option<String>,
+    pub kind: String,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+pub struct NewToken<'a> {
+    pub id: &'a str,
+    pub hash: &'a str,
+    pub scope: &'a str,
+    pub session_id: Option<&'a str>,
+    pub label: Option<&'a str>,
+    pub kind: &'a str,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+}
+
+/// A frame to persist: the exact envelope bytes sent to clients.
+pub struct NewFrame {
+    pub sequence: u64,
+    pub kind: &'static str,
+    pub created_at: i64,
+    pub frame: bytes::Bytes,
+}
+
+/// One broadcast frame as persisted: its sequence, kind and exact envelope text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredFrame {
+    pub sequence: u64,
+    pub kind: String,
+    pub created_at: i64,
+    pub frame: String,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database named by `url`, or `DIR/ptyhost.db`.
+    pub async fn open(database_url: Option<&str>, data_dir: &Path) -> Result<Store> {
+        let options = match database_url {
+            Some(url) if url.starts_with("sqlite:") => SqliteConnectOptions::from_str(url)
+                .with_context(|| format!("bad database url {url}"))?,
+            Some(url) => anyhow::bail!("unsupported database url {url}: only sqlite: is built in"),
+            None => {
+                std::fs::create_dir_all(data_dir)
+                    .with_context(|| format!("creating data dir {}", data_dir.display()))?;
+                SqliteConnectOptions::new().filename(data_dir.join("ptyhost.db"))
+            }
+        }
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(5))
+        .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .context("opening the database")?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .context("applying migrations")?;
+        Ok(Store { pool })
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    // ---- tokens ----
+
+    pub async fn insert_token(&self, t: NewToken<'_>) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO tokens (id, hash, scope, session_id, label, kind, created_at, expires_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(t.id)
+        .bind(t.hash)
+        .bind(t.scope)
+        .bind(t.session_id)
+        .bind(t.label)
+        .bind(t.kind)
+        .bind(t.created_at)
+        .bind(t.expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>> {
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?")))
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(token_row))
+    }
+
+    pub async fn count_tokens(&self) -> Result<i64> {
+        Ok(sqlx::query("SELECT COUNT(*) FROM tokens")
+            .fetch_one(&self.pool)
+            .await?
+            .get(0))
+    }
+
+    /// Tokens, optionally only the live share links of one session.
+    pub async fn list_tokens(&self, share_links_of: Option<(&str, i64)>) -> Result<Vec<TokenRow>> {
+        let rows = match share_links_of {
+            None => {
+                sqlx::query(AssertSqlSafe(format!("SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at")))
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            Some((sid, now)) => {
+                sqlx::query(AssertSqlSafe(format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE kind = 'share' AND session_id = ?
+                     AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)
+                     ORDER BY created_at"
+                )))
+                .bind(sid)
+                .bind(now)
+                .fetch_all(&self.pool)
+                .await?
+            }
+        };
+        Ok(rows.iter().map(token_row).collect())
+    }
+
+    /// Revokes a token (only a share link of `session` when given); false when none matched.
+    pub async fn revoke_token(&self, id: &str, session: Option<&str>, now: i64) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL
+             AND (? IS NULL OR (kind = 'share' AND session_id = ?))",
+        )
+        .bind(now)
+        .bind(id)
+        .bind(session)
+        .bind(session)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    // ---- sessions ----
+
+    pub async fn insert_session(&self, s: &SessionRow) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO sessions (id, instance_id, label, argv, cwd, env, backend, class, cols, rows,
+             state, exit_code, close_reason, last_sequence, created_at, closed_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&s.id)
+        .bind(&s.instance_id)
+        .bind(&s.label)
+        .bind(serde_json::to_string(&s.argv)?)
+        .bind(&s.cwd)
+        .bind(serde_json::to_string(&s.env)?)
+        .bind(&s.backend)
+        .bind(&s.class)
+        .bind(i64::from(s.cols))
+        .bind(i64::from(s.rows))
+        .bind(&s.state)
+        .bind(s.exit_code)
+        .bind(&s.close_reason)
+        .bind(s.last_sequence as i64)
+        .bind(s.created_at)
+        .bind(s.closed_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn list_sessions(&self, instance_id: &str) -> Result<Vec<SessionRow>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE instance_id = ? ORDER BY created_at"
+        )))
+        .bind(instance_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(session_row).collect()
+    }
+
+    pub async fn session(&self, id: &str) -> Result<Option<SessionRow>> {
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?")))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(session_row).transpose()
+    }
+
+    pub async fn running_sessions(&self) -> Result<Vec<SessionRow>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE state = 'running'"
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(session_row).collect()
+    }
+
+    pub async fn set_session_size(&self, id: &str, cols: u16, rows: u16) -> Result<()> {
+        sqlx::query("UPDATE sessions SET cols = ?, rows = ? WHERE id = ?")
+            .bind(i64::from(cols))
+            .bind(i64::from(rows))
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn close_session(
+        &self,
+        id: &str,
+        exit_code: Option<i32>,
+        reason: &str,
+        last_sequence: u64,
+        at: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE sessions SET state = 'closed', exit_code = ?, close_reason = ?,
+             last_sequence = ?, closed_at = ? WHERE id = ?",
+        )
+        .bind(exit_code)
+        .bind(reason)
+        .bind(last_sequence as i64)
+        .bind(at)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    // ---- frames ----
+
+    /// Appends frames in one transaction and records the session's last sequence.
+    pub async fn insert_frames(&self, session_id: &str, frames: &[NewFrame]) -> Result<()> {
+        let Some(last) = frames.last() else {
+            return Ok(());
+        };
+        let mut tx = self.pool.begin().await?;
+        for f in frames {
+            sqlx::query(
+                "INSERT INTO frames (session_id, sequence, kind, created_at, frame) VALUES (?, ?, ?, ?, ?)",
+            )
+            .bind(session_id)
+            .bind(f.sequence as i64)
+            .bind(f.kind)
+            .bind(f.created_at)
+            .bind(std::str::from_utf8(&f.frame)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("UPDATE sessions SET last_sequence = ? WHERE id = ? AND last_sequence < ?")
+            .bind(last.sequence as i64)
+            .bind(session_id)
+            .bind(last.sequence as i64)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Frames with `after < sequence < before`, in order.
+    pub async fn frames_between(&self, session_id: &str, after: u64, before: u64) -> Result<Vec<StoredFrame>> {
+        let rows = sqlx::query(
+            "SELECT sequence, kind, created_at, frame FROM frames
+             WHERE session_id = ? AND sequence > ? AND sequence < ? ORDER BY sequence",
+        )
+        .bind(session_id)
+        .bind(after as i64)
+        .bind(before.min(i64::MAX as u64) as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(stored_frame).collect())
+    }
+
+    /// The last keyframe of a session and every frame after it (all frames if it has none).
+    pub async fn frames_from_last_keyframe(&self, session_id: &str) -> Result<Vec<StoredFrame>> {
+        let rows = sqlx::query(
+            "SELECT sequence, kind, created_at, frame FROM frames WHERE session_id = ?
+             AND sequence >= COALESCE((SELECT MAX(sequence) FROM frames
+                                       WHERE session_id = ? AND kind = 'Keyframe'), 0)
+             ORDER BY sequence",
+        )
+        .bind(session_id)
+        .bind(session_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(stored_frame).collect())
+    }
+
+    pub async fn oldest_sequence(&self, session_id: &str) -> Result<Option<u64>> {
+        let v: Option<i64> = sqlx::query("SELECT MIN(sequence) FROM frames WHERE session_id = ?")
+            .bind(session_id)
+            .fetch_one(&self.pool)
+            .await?
+            .get(0);
+        Ok(v.map(|v| v as u64))
+    }
+
+    /// Drops frames that are outside both retention bounds: older than `before_ms` and
+    /// with a sequence at or below `upto_sequence`.
+    pub async fn prune_frames(&self, session_id: &str, upto_sequence: u64, before_ms: i64) -> Result<u64> {
+        let done = sqlx::query(
+            "DELETE FROM frames WHERE session_id = ? AND sequence <= ? AND created_at < ?",
+        )
+        .bind(session_id)
+        .bind(upto_sequence as i64)
+        .bind(before_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+const TOKEN_COLUMNS: &str = "id, scope, session_id, label, kind, created_at, expires_at, revoked_at";
+const SESSION_COLUMNS: &str = "id, instance_id, label, argv, cwd, env, backend, class, cols, rows, \
+     state, exit_code, close_reason, last_sequence, created_at, closed_at";
+
+fn token_row(r: &sqlx::sqlite::SqliteRow) -> TokenRow {
+    TokenRow {
+        id: r.get("id"),
+        scope: r.get("scope"),
+        session_id: r.get("session_id"),
+        label: r.get("label"),
+        kind: r.get("kind"),
+        created_at: r.get("created_at"),
+        expires_at: r.get("expires_at"),
+        revoked_at: r.get("revoked_at"),
+    }
+}
+
+fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
+    Ok(SessionRow {
+        id: r.get("id"),
+        instance_id: r.get("instance_id"),
+        label: r.get("label"),
+        argv: serde_json::from_str(r.get::<&str, _>("argv"))?,
+        cwd: r.get("cwd"),
+        env: serde_json::from_str(r.get::<&str, _>("env"))?,
+        backend: r.get("backend"),
+        class: r.get("class"),
+        cols: r.get::<i64, _>("cols") as u16,
+        rows: r.get::<i64, _>("rows") as u16,
+        state: r.get("state"),
+        exit_code: r.get("exit_code"),
+        close_reason: r.get("close_reason"),
+        last_sequence: r.get::<i64, _>("last_sequence") as u64,
+        created_at: r.get("created_at"),
+        closed_at: r.get("closed_at"),
+    })
+}
+
+fn stored_frame(r: &sqlx::sqlite::SqliteRow) -> StoredFrame {
+    StoredFrame {
+        sequence: r.get::<i64, _>("sequence") as u64,
+        kind: r.get("kind"),
+        created_at: r.get("created_at"),
+        frame: r.get("frame"),
+    }
+}
