@@ -37,6 +37,8 @@ const EXIT_DRAIN: Duration = Duration::from_millis(250);
 /// Grace between SIGHUP and SIGKILL when a session is terminated.
 const KILL_GRACE: Duration = Duration::from_secs(2);
 const KEYFRAME_REQUEST_INTERVAL: Duration = Duration::from_secs(1);
+/// Retention is enforced at least this often, and after every `replay_frames` frames.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
 pub struct Start {
     pub id: String,
@@ -650,6 +652,7 @@ async fn write_behind(
 ) {
     let mut frames: Vec<NewFrame> = Vec::new();
     let mut last_prune = Instant::now();
+    let mut since_prune = 0usize;
     while let Some(first) = rx.recv().await {
         let mut ops = vec![first];
         while ops.len() < 1024 {
@@ -660,7 +663,10 @@ async fn write_behind(
         }
         for op in ops {
             match op {
-                Persist::Frame(f) => frames.push(f),
+                Persist::Frame(f) => {
+                    since_prune += 1;
+                    frames.push(f);
+                }
                 Persist::Size(cols, rows) => {
                     flush(&store, &id, &mut frames, &persisted).await;
                     if let Err(e) = store.set_session_size(&id, cols, rows).await {
@@ -689,8 +695,9 @@ async fn write_behind(
             }
         }
         flush(&store, &id, &mut frames, &persisted).await;
-        if last_prune.elapsed() >= Duration::from_secs(30) {
+        if since_prune >= settings.replay_frames || last_prune.elapsed() >= PRUNE_INTERVAL {
             last_prune = Instant::now();
+            since_prune = 0;
             prune(&store, &id, &persisted, &settings).await;
         }
     }

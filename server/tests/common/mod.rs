@@ -1,0 +1,387 @@
+//! Test harness: the real `ptyhost` binary on 127.0.0.1:0 with a temporary data dir, and a
+//! tokio-tungstenite pty-ws client.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub const ADMIN: &str = "test-admin-token-0123456789";
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub struct TestServer {
+    child: Option<Child>,
+    pub addr: String,
+    pub dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    pub http: reqwest::Client,
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ptyhost")
+}
+
+impl TestServer {
+    pub async fn start(args: &[&str]) -> TestServer {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let mut s = TestServer::start_in(&dir, args).await;
+        s._tmp = Some(tmp);
+        s
+    }
+
+    /// Starts (or restarts) a server on an existing data dir; stderr goes to `DIR/stderr.log`.
+    pub async fn start_in(dir: &Path, args: &[&str]) -> TestServer {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("stderr.log"))
+            .unwrap();
+        let mut child = Command::new(bin())
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--bootstrap-token", ADMIN])
+            .arg("--data-dir")
+            .arg(dir)
+            .args(args)
+            .env("RUST_LOG", "debug,sqlx=warn,hyper=info,tungstenite=info,tokio_tungstenite=info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("ptyhost starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let addr = tokio::time::timeout(WAIT, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(a) = line.strip_prefix("listening on http://") {
+                    return a.to_owned();
+                }
+            }
+            panic!("ptyhost exited before listening")
+        })
+        .await
+        .expect("listening line");
+        TestServer {
+            child: Some(child),
+            addr,
+            dir: dir.to_path_buf(),
+            _tmp: None,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}/agents/local{path}", self.addr)
+    }
+
+    pub fn ws_url(&self, sid: &str) -> String {
+        format!("ws://{}/agents/local/sessions/{sid}/attach", self.addr)
+    }
+
+    /// SIGTERM, then wait for the process to finish its orderly shutdown.
+    pub async fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let pid = child.id().unwrap() as i32;
+        unsafe { libc_kill(pid, 15) };
+        tokio::time::timeout(WAIT, child.wait()).await.unwrap().unwrap()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
+    }
+
+    pub async fn create_session(&self, body: Value) -> Value {
+        let resp = self
+            .http
+            .post(self.url("/sessions"))
+            .bearer_auth(ADMIN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201, "create session");
+        resp.json().await.unwrap()
+    }
+
+    pub async fn session(&self, sid: &str) -> Value {
+        self.http
+            .get(self.url(&format!("/sessions/{sid}")))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Waits until the session's state is `closed`.
+    pub async fn wait_closed(&self, sid: &str) -> Value {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                let s = self.session(sid).await;
+                if s["state"] == "closed" {
+                    return s;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("session closes")
+    }
+
+    /// Runs `ptyhost token …` against this server's data dir; returns stdout.
+    pub async fn token_cli(&self, args: &[&str]) -> String {
+        let out = Command::new(bin())
+            .arg("token")
+            .args(args)
+            .arg("--data-dir")
+            .arg(&self.dir)
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "token {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub async fn token(&self, scope: &str, session: Option<&str>) -> String {
+        let mut args = vec!["create", "--scope", scope];
+        if let Some(s) = session {
+            args.extend(["--session", s]);
+        }
+        self.token_cli(&args).await.trim().to_owned()
+    }
+
+    pub async fn attach(&self, sid: &str, token: &str) -> Client {
+        Client::connect(&self.ws_url(sid), token).await
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// The protocol list browsers send: `pty-ws.v1` plus the token as `bearer.<base64url>`.
+pub fn bearer_protocols(token: &str) -> String {
+    format!("pty-ws.v1, bearer.{}", URL_SAFE_NO_PAD.encode(token))
+}
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Attempts an upgrade with the given headers; returns the HTTP status of a refusal.
+pub async fn upgrade_status(url: &str, headers: &[(&str, &str)]) -> Result<Ws, u16> {
+    let mut req = url.into_client_request().unwrap();
+    for (k, v) in headers {
+        req.headers_mut().insert(
+            tungstenite::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
+        Err(e) => panic!("unexpected upgrade error: {e}"),
+    }
+}
+
+pub struct Client {
+    pub ws: Ws,
+    pub hello: Value,
+    pub protocol: String,
+    next_id: u64,
+}
+
+impl Client {
+    pub async fn connect(url: &str, token: &str) -> Client {
+        let mut req = url.into_client_request().unwrap();
+        req.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            HeaderValue::from_str(&bearer_protocols(token)).unwrap(),
+        );
+        let (ws, resp) = tokio_tungstenite::connect_async(req).await.expect("upgrade");
+        let protocol = resp.headers()["sec-websocket-protocol"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let mut c = Client {
+            ws,
+            hello: Value::Null,
+            protocol,
+            next_id: 0,
+        };
+        c.hello = c.next().await;
+        c
+    }
+
+    /// Sends a frame; returns its id.
+    pub async fn send(&mut self, op: &str, payload: Value) -> String {
+        self.send_env(op, payload, json!({})).await
+    }
+
+    /// Sends a frame with extra envelope fields (`replay_from`, `service_parameters`, ...).
+    pub async fn send_env(&mut self, op: &str, payload: Value, extra: Value) -> String {
+        self.next_id += 1;
+        let id = format!("req-{}", self.next_id);
+        let mut env = json!({
+            "op": op, "id": id, "ts": "2026-11-29T00:00:00.000Z", "payload": payload,
+            "extensions": ["https://agentic-sandbox.aiwg.io/extensions/pty-extensions/v1"],
+        });
+        env.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        self.send_raw(&env.to_string()).await;
+        id
+    }
+
+    pub async fn send_raw(&mut self, text: &str) {
+        self.ws.send(Message::Text(text.into())).await.unwrap();
+    }
+
+    /// The next JSON frame (WebSocket pings are answered by the library).
+    pub async fn next(&mut self) -> Value {
+        self.try_next(WAIT).await.expect("a frame")
+    }
+
+    pub async fn try_next(&mut self, wait: Duration) -> Option<Value> {
+        tokio::time::timeout(wait, async {
+            loop {
+                match self.ws.next().await {
+                    Some(Ok(Message::Text(t))) => return Some(serde_json::from_str(&t).unwrap()),
+                    Some(Ok(Message::Close(_))) | None => return None,
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => panic!("socket error: {e}"),
+                }
+            }
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// Reads until the close frame; returns its code and every JSON frame before it.
+    pub async fn until_close(&mut self) -> (Option<u16>, Vec<Value>) {
+        let mut frames = Vec::new();
+        let code = tokio::time::timeout(WAIT, async {
+            loop {
+                match self.ws.next().await {
+                    Some(Ok(Message::Text(t))) => frames.push(serde_json::from_str(&t).unwrap()),
+                    Some(Ok(Message::Close(c))) => return c.map(|c| u16::from(c.code)),
+                    None | Some(Err(_)) => return None,
+                    Some(Ok(_)) => {}
+                }
+            }
+        })
+        .await
+        .expect("the server closes");
+        (code, frames)
+    }
+
+    /// Joins; returns the initial flush up to and including the joiner's keyframe and
+    /// membership frames (three frames for a plain join).
+    pub async fn join(&mut self, role: &str) -> Vec<Value> {
+        self.join_with(json!({ "role": role }), json!({})).await
+    }
+
+    pub async fn join_with(&mut self, payload: Value, extra: Value) -> Vec<Value> {
+        self.send_env("pty.join_session", payload, extra).await;
+        let mut frames = Vec::new();
+        let (mut keyframe, mut membership) = (false, false);
+        let mut role_seq = u64::MAX;
+        while !(keyframe && membership) {
+            let f = self.next().await;
+            // Replayed frames are numbered before RoleAssigned; the flush's own after it.
+            let fresh = f["sequence"].as_u64().is_some_and(|s| s > role_seq);
+            match kind(&f) {
+                "RoleAssigned" => role_seq = seq(&f),
+                "Keyframe" if fresh => keyframe = true,
+                "MembershipChanged" if fresh => membership = true,
+                _ => {}
+            }
+            if f["op"] == "Error" && f["payload"]["code"] != "REPLAY_OUT_OF_RANGE" {
+                panic!("join refused: {f}");
+            }
+            frames.push(f);
+        }
+        frames
+    }
+
+    /// Reads frames until one of session-frame kind `k` arrives; returns it.
+    pub async fn expect_kind(&mut self, k: &str) -> Value {
+        loop {
+            let f = self.next().await;
+            if kind(&f) == k {
+                return f;
+            }
+        }
+    }
+
+    /// Reads frames until an `op` arrives; returns it.
+    pub async fn expect_op(&mut self, op: &str) -> Value {
+        loop {
+            let f = self.next().await;
+            if f["op"] == op {
+                return f;
+            }
+        }
+    }
+
+    /// Collects Output until the decoded text contains `needle`; returns all frames read.
+    pub async fn output_until(&mut self, needle: &str) -> Vec<Value> {
+        let mut text = String::new();
+        let mut frames = Vec::new();
+        while !text.contains(needle) {
+            let f = self.next().await;
+            if kind(&f) == "Output" {
+                text.push_str(&String::from_utf8_lossy(&output_bytes(&f)));
+            }
+            frames.push(f);
+        }
+        frames
+    }
+
+    pub async fn input(&mut self, text: &str) -> String {
+        self.send("pty.session_input", json!({ "data": STANDARD.encode(text) }))
+            .await
+    }
+}
+
+/// The `payload.kind` of a session frame, or "" for other frames.
+pub fn kind(f: &Value) -> &str {
+    if f["op"] == "pty.session_frame" {
+        f["payload"]["kind"].as_str().unwrap_or("")
+    } else {
+        ""
+    }
+}
+
+pub fn seq(f: &Value) -> u64 {
+    f["sequence"].as_u64().expect("a sequence")
+}
+
+pub fn output_bytes(f: &Value) -> Vec<u8> {
+    STANDARD.decode(f["payload"]["data"].as_str().unwrap()).unwrap()
+}
+
+pub fn snapshot(f: &Value) -> Vec<u8> {
+    STANDARD.decode(f["payload"]["snapshot"].as_str().unwrap()).unwrap()
+}
+
+/// Runs `cat` in a fresh session: whatever a controller types comes back as output.
+pub async fn cat_session(server: &TestServer) -> String {
+    let s = server
+        .create_session(json!({ "argv": ["cat"], "cols": 80, "rows": 24 }))
+        .await;
+    s["session_id"].as_str().unwrap().to_owned()
+}
