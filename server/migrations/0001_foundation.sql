@@ -16,6 +16,7 @@ CREATE TABLE sessions (
     exit_code     INTEGER,
     close_reason  TEXT,
     last_sequence BIGINT NOT NULL DEFAULT 0,
+    replay_floor  BIGINT NOT NULL DEFAULT 0, -- frames up to here were pruned by retention
     created_at    BIGINT NOT NULL,
     closed_at     BIGINT
 );

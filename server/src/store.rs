@@ -30,6 +30,8 @@ pub struct SessionRow {
     pub exit_code: Option<i32>,
     pub close_reason: Option<String>,
     pub last_sequence: u64,
+    /// Every retained frame after this sequence is in the store (0: nothing pruned yet).
+    pub replay_floor: u64,
     pub created_at: i64,
     pub closed_at: Option<i64>,
 }
@@ -333,33 +335,41 @@ impl Store {
         Ok(rows.iter().map(stored_frame).collect())
     }
 
-    pub async fn oldest_sequence(&self, session_id: &str) -> Result<Option<u64>> {
-        let v: Option<i64> = sqlx::query("SELECT MIN(sequence) FROM frames WHERE session_id = ?")
-            .bind(session_id)
-            .fetch_one(&self.pool)
-            .await?
-            .get(0);
-        Ok(v.map(|v| v as u64))
-    }
-
-    /// Drops frames that are outside both retention bounds: older than `before_ms` and
-    /// with a sequence at or below `upto_sequence`.
-    pub async fn prune_frames(&self, session_id: &str, upto_sequence: u64, before_ms: i64) -> Result<u64> {
-        let done = sqlx::query(
-            "DELETE FROM frames WHERE session_id = ? AND sequence <= ? AND created_at < ?",
+    /// Drops the oldest frames that are outside both retention bounds (older than
+    /// `before_ms` and at or below `upto_sequence`), always a prefix of the history, and
+    /// raises the session's replay floor to match. Returns the new floor, if it moved.
+    pub async fn prune_frames(&self, session_id: &str, upto_sequence: u64, before_ms: i64) -> Result<Option<u64>> {
+        let mut tx = self.pool.begin().await?;
+        let floor: Option<i64> = sqlx::query(
+            "SELECT MAX(sequence) FROM frames WHERE session_id = ? AND sequence <= ? AND created_at < ?",
         )
         .bind(session_id)
         .bind(upto_sequence as i64)
         .bind(before_ms)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+        .fetch_one(&mut *tx)
+        .await?
+        .get(0);
+        let Some(floor) = floor else {
+            return Ok(None);
+        };
+        sqlx::query("DELETE FROM frames WHERE session_id = ? AND sequence <= ?")
+            .bind(session_id)
+            .bind(floor)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE sessions SET replay_floor = ? WHERE id = ?")
+            .bind(floor)
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(floor as u64))
     }
 }
 
 const TOKEN_COLUMNS: &str = "id, scope, session_id, label, kind, created_at, expires_at, revoked_at";
 const SESSION_COLUMNS: &str = "id, instance_id, label, argv, cwd, env, backend, class, cols, rows, \
-     state, exit_code, close_reason, last_sequence, created_at, closed_at";
+     state, exit_code, close_reason, last_sequence, replay_floor, created_at, closed_at";
 
 fn token_row(r: &sqlx::sqlite::SqliteRow) -> TokenRow {
     TokenRow {
@@ -390,6 +400,7 @@ fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
         exit_code: r.get("exit_code"),
         close_reason: r.get("close_reason"),
         last_sequence: r.get::<i64, _>("last_sequence") as u64,
+        replay_floor: r.get::<i64, _>("replay_floor") as u64,
         created_at: r.get("created_at"),
         closed_at: r.get("closed_at"),
     })

@@ -216,7 +216,7 @@ async fn ext_scenario_7_replay_out_of_range_sends_error_then_keyframe() {
     assert_eq!(kind(&init[0]), "RoleAssigned");
     assert_eq!(init[1]["op"], "Error");
     assert_eq!(init[1]["payload"]["code"], "REPLAY_OUT_OF_RANGE");
-    assert!(init[1]["payload"]["message"].as_str().unwrap().contains("oldest retained sequence"));
+    assert!(init[1]["payload"]["message"].as_str().unwrap().contains("frames after sequence"));
     assert_eq!(kind(&init[2]), "Keyframe");
     assert!(String::from_utf8_lossy(&snapshot(&init[2])).contains("line 29"));
 

@@ -462,8 +462,8 @@ impl Connection {
         self.send_bytes(sink, joined.first).await?;
         match joined.replay {
             Replay::None => {}
-            Replay::OutOfRange { oldest, current } => {
-                let m = replay_out_of_range(oldest, current);
+            Replay::OutOfRange { floor, current } => {
+                let m = replay_out_of_range(floor, current);
                 self.send(sink, error_frame(id, ErrorCode::ReplayOutOfRange, &m)).await?;
             }
             Replay::Range { store, ring } => {
@@ -495,14 +495,16 @@ impl Connection {
         let store = &self.state.store;
         let sid = &self.session_id;
         let result: anyhow::Result<()> = async {
-            let last = store.session(sid).await?.map_or(0, |r| r.last_sequence);
-            let oldest = store.oldest_sequence(sid).await?.unwrap_or(1);
+            let (last, floor) = store
+                .session(sid)
+                .await?
+                .map_or((0, 0), |r| (r.last_sequence, r.replay_floor));
             let frames = match replay_from {
-                Some(after) if after <= last && after + 1 >= oldest => {
+                Some(after) if after <= last && after >= floor => {
                     store.frames_between(sid, after, last + 1).await?
                 }
                 Some(_) => {
-                    let m = replay_out_of_range(oldest, last);
+                    let m = replay_out_of_range(floor, last);
                     let _ = self.send(sink, error_frame(id.clone(), ErrorCode::ReplayOutOfRange, &m)).await;
                     store.frames_from_last_keyframe(sid).await?
                 }
@@ -555,9 +557,9 @@ async fn close(sink: &mut Sink, code: u16, reason: &str) -> Result<(), axum::Err
     .await
 }
 
-fn replay_out_of_range(oldest: u64, current: u64) -> String {
+fn replay_out_of_range(floor: u64, current: u64) -> String {
     format!(
-        "replay_from is outside the retained window: the oldest retained sequence is {oldest} and the current one is {current}"
+        "replay_from is outside the retained window: frames after sequence {floor} are retained, up to {current}"
     )
 }
 

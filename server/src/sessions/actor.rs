@@ -110,11 +110,12 @@ struct Member {
     last_keyframe_request: Option<Instant>,
 }
 
-/// What the write-behind task has made durable.
+/// What the write-behind task has made durable: every frame up to `upto`, and every
+/// retained frame after `floor` (below it, retention has pruned).
 #[derive(Debug, Clone, Copy, Default)]
 struct Persisted {
     upto: u64,
-    oldest: Option<u64>,
+    floor: u64,
 }
 
 enum Persist {
@@ -474,9 +475,9 @@ impl Actor {
     fn replay_plan(&self, after: u64) -> Replay {
         let current = self.seq;
         let ring_oldest = self.ring.oldest();
-        let oldest = self.persisted.borrow().oldest.or(ring_oldest).unwrap_or(1);
-        if after > current || after + 1 < oldest {
-            return Replay::OutOfRange { oldest, current };
+        let floor = self.persisted.borrow().floor;
+        if after > current || after < floor {
+            return Replay::OutOfRange { floor, current };
         }
         let store = match ring_oldest {
             Some(r) if r > after + 1 => Some((after, r)),
@@ -728,10 +729,7 @@ async fn flush(
         }
     }
     frames.clear();
-    persisted.send_modify(|p| {
-        p.upto = last;
-        p.oldest.get_or_insert(first);
-    });
+    persisted.send_modify(|p| p.upto = last);
 }
 
 async fn prune(store: &Store, id: &str, persisted: &watch::Sender<Persisted>, settings: &Settings) {
@@ -741,12 +739,8 @@ async fn prune(store: &Store, id: &str, persisted: &watch::Sender<Persisted>, se
         .saturating_sub(settings.replay_frames as u64);
     let before = clock::now_ms() - settings.replay_retention.as_millis() as i64;
     match store.prune_frames(id, upto, before).await {
-        Ok(0) => {}
-        Ok(_) => {
-            if let Ok(oldest) = store.oldest_sequence(id).await {
-                persisted.send_modify(|p| p.oldest = oldest);
-            }
-        }
+        Ok(Some(floor)) => persisted.send_modify(|p| p.floor = floor),
+        Ok(None) => {}
         Err(e) => tracing::error!(session_id = %id, error = %e, "pruning frames failed"),
     }
 }

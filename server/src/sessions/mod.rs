@@ -220,7 +220,7 @@ pub enum Replay {
         ring: Vec<Bytes>,
     },
     OutOfRange {
-        oldest: u64,
+        floor: u64,
         current: u64,
     },
 }
@@ -403,6 +403,7 @@ impl Sessions {
             exit_code: None,
             close_reason: None,
             last_sequence: 0,
+            replay_floor: 0,
             created_at: clock::now_ms(),
             closed_at: None,
         };

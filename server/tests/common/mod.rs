@@ -97,6 +97,12 @@ impl TestServer {
         tokio::time::timeout(WAIT, child.wait()).await.unwrap().unwrap()
     }
 
+    /// SIGKILL: a crash, with no chance to flush or say goodbye.
+    pub async fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().await.unwrap();
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
     }

@@ -1,0 +1,399 @@
+//! pty-ws/v1 §13 conformance scenarios this server supports today, plus the binding's
+//! upgrade, auth and persistence rules, against the real server.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn binding_scenario_1_binding_hello_is_the_first_frame() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let c = s.attach(&sid, ADMIN).await;
+    assert_eq!(c.protocol, "pty-ws.v1", "only pty-ws.v1 is echoed, never the bearer entry");
+    let h = &c.hello;
+    assert_eq!(h["op"], "binding_hello");
+    assert_eq!(h["sequence"], 0);
+    let p = &h["payload"];
+    assert_eq!(p["binding_uri"], "https://agentic-sandbox.aiwg.io/bindings/pty-ws/v1");
+    assert_eq!(p["binding_version"], "1.0.0");
+    assert!(p["supported_operations"].is_array());
+    assert_eq!(p["activated_extensions"], json!([]));
+    assert_eq!(p["session"]["session_id"], sid.as_str());
+    assert!(p["session"]["current_sequence"].is_u64());
+    assert_eq!(
+        p["session_host"],
+        json!({
+            "supported_backends": ["native"], "default_backend": "native",
+            "supported_classes": ["direct"], "default_class": "direct",
+            "observe_supported": true, "drive_supported": true, "reattach_supported": true,
+        })
+    );
+    assert_eq!(
+        p["payload_mode"],
+        json!({ "binary": false, "binary_subprotocol": "pty-ws.v1.binary", "json_subprotocol": "pty-ws.v1" })
+    );
+}
+
+/// Checks an `Error` frame: echoed id, code, populated canonical A2A error.
+fn assert_error(frame: &Value, id: Option<&str>, code: &str) {
+    assert_eq!(frame["op"], "Error", "{frame}");
+    if let Some(id) = id {
+        assert_eq!(frame["id"], id);
+    }
+    let p = &frame["payload"];
+    assert_eq!(p["code"], code);
+    assert!(!p["message"].as_str().unwrap().is_empty());
+    assert!(p["retryable"].is_boolean());
+    assert_eq!(p["a2a_error"]["details"][0]["reason"], code);
+    assert_eq!(p["a2a_error"]["details"][0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+    assert!(p["a2a_error"]["status"].is_string() && p["a2a_error"]["code"].is_u64());
+}
+
+#[tokio::test]
+async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_mapped() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+
+    c.send_raw("{not json").await;
+    assert_error(&c.next().await, None, "INVALID_REQUEST");
+    c.send_raw(r#"{"op":"ping","id":"x1","ts":"t","sequence":4,"payload":{"client_ts":"t"}}"#).await;
+    assert_error(&c.next().await, Some("x1"), "INVALID_REQUEST");
+    c.send_raw(r#"{"op":"pty.session_resize","id":"x2","ts":"t","payload":{"cols":0,"rows":9}}"#).await;
+    assert_error(&c.next().await, Some("x2"), "INVALID_REQUEST");
+    let id = c.input("too early").await;
+    assert_error(&c.next().await, Some(&id), "INVALID_REQUEST");
+
+    let id = c.send("pty.make_coffee", json!({})).await;
+    assert_error(&c.next().await, Some(&id), "UNSUPPORTED_OPERATION");
+    let id = c.send("SendMessage", json!({ "message": {} })).await;
+    let e = c.next().await;
+    assert_error(&e, Some(&id), "UNSUPPORTED_OPERATION");
+    let id = c.send("pty.join_session", json!({ "role": "controller", "session_backend": "tmux" })).await;
+    let e = c.next().await;
+    assert_error(&e, Some(&id), "UNSUPPORTED_OPERATION");
+    assert!(e["payload"]["message"].as_str().unwrap().starts_with("session_backend.not_implemented"));
+    let id = c.send("pty.join_session", json!({ "role": "controller", "session_class": "managed" })).await;
+    let e = c.next().await;
+    assert!(e["payload"]["message"].as_str().unwrap().starts_with("session_class.not_implemented"));
+    assert_eq!(e["id"], id.as_str());
+
+    let id = c.send("pty.session_input", json!({ "data": "eA==", "session_id": "someone-else" })).await;
+    assert_error(&c.next().await, Some(&id), "PERMISSION_DENIED");
+
+    c.join("observer").await;
+    let id = c.input("x").await;
+    assert_error(&c.expect_op("Error").await, Some(&id), "PERMISSION_DENIED");
+    c.send("pty.request_keyframe", json!({})).await;
+    c.expect_kind("Keyframe").await;
+    let id = c.send("pty.request_keyframe", json!({})).await;
+    let e = c.expect_op("Error").await;
+    assert_error(&e, Some(&id), "RATE_LIMITED");
+    assert_eq!(e["payload"]["retryable"], true);
+
+    let mut r = s.attach(&sid, ADMIN).await;
+    let init = r.join_with(json!({ "role": "observer" }), json!({ "replay_from": 999_999 })).await;
+    assert_error(&init[1], None, "REPLAY_OUT_OF_RANGE");
+
+    // UNAUTHENTICATED is refused before the upgrade.
+    assert_eq!(upgrade_status(&s.ws_url(&sid), &[("Sec-WebSocket-Protocol", "pty-ws.v1")]).await.err(), Some(401));
+}
+
+#[tokio::test]
+async fn binding_scenario_4_reconnect_with_replay_from_receives_the_frames_after_it() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut writer = s.attach(&sid, ADMIN).await;
+    writer.join("controller").await;
+    let mut reader = s.attach(&sid, ADMIN).await;
+    reader.join("observer").await;
+    writer.input("first\n").await;
+    let n = seq(reader.output_until("first\r\nfirst").await.last().unwrap());
+    drop(reader);
+
+    writer.input("second\n").await;
+    let mut after_n: Vec<Value> = Vec::new();
+    after_n.extend(writer.output_until("second\r\nsecond").await);
+    let m = seq(after_n.last().unwrap());
+
+    let mut back = s.attach(&sid, ADMIN).await;
+    let init = back.join_with(json!({ "role": "observer" }), json!({ "replay_from": n })).await;
+    let replayed: Vec<&Value> = init.iter().filter(|f| seq(f) > n && seq(f) <= m).collect();
+    // Every broadcast frame the writer saw in (N, M] comes back, identical and in order.
+    let expected: Vec<&Value> = after_n.iter().filter(|f| seq(f) > n).collect();
+    for f in &expected {
+        assert!(replayed.contains(f), "missing replayed frame {f}");
+    }
+    assert!(replayed.windows(2).all(|w| seq(w[0]) < seq(w[1])));
+}
+
+#[tokio::test]
+async fn binding_scenario_5_replay_older_than_retention_is_out_of_range_then_keyframe() {
+    let s = TestServer::start(&["--replay-frames", "3", "--replay-retention", "0"]).await;
+    let sid = cat_session(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    c.join("controller").await;
+    for i in 0..20 {
+        c.input(&format!("{i}\n")).await;
+        c.output_until(&format!("{i}\r\n{i}")).await;
+    }
+    let mut back = s.attach(&sid, ADMIN).await;
+    let init = back.join_with(json!({ "role": "observer" }), json!({ "replay_from": 2 })).await;
+    assert_error(&init[1], None, "REPLAY_OUT_OF_RANGE");
+    assert_eq!(kind(&init[2]), "Keyframe");
+}
+
+#[tokio::test]
+async fn binding_scenario_6_upgrade_without_a_valid_bearer_is_refused_with_401() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let url = s.ws_url(&sid);
+    let proto = ("Sec-WebSocket-Protocol", "pty-ws.v1");
+    assert_eq!(upgrade_status(&url, &[proto]).await.err(), Some(401), "no bearer");
+    let bad = bearer_protocols("pth_not-a-real-token");
+    assert_eq!(upgrade_status(&url, &[("Sec-WebSocket-Protocol", &bad)]).await.err(), Some(401), "unknown");
+    assert_eq!(upgrade_status(&url, &[proto, ("Authorization", "Bearer nope")]).await.err(), Some(401));
+
+    let expiring = s.token_cli(&["create", "--scope", "pty:control", "--ttl", "1s"]).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let expired = bearer_protocols(expiring.trim());
+    assert_eq!(upgrade_status(&url, &[("Sec-WebSocket-Protocol", &expired)]).await.err(), Some(401), "expired");
+
+    let revoked = s.token("pty:control", None).await;
+    let list = s.token_cli(&["list"]).await;
+    let id = list.lines().last().unwrap().split('\t').next().unwrap().to_owned();
+    s.token_cli(&["revoke", &id]).await;
+    let revoked_proto = bearer_protocols(&revoked);
+    assert_eq!(upgrade_status(&url, &[("Sec-WebSocket-Protocol", &revoked_proto)]).await.err(), Some(401), "revoked");
+
+    // Both carriers work for a valid token; a token in the query is refused outright.
+    let auth = format!("Bearer {ADMIN}");
+    assert!(upgrade_status(&url, &[proto, ("Authorization", &auth)]).await.is_ok());
+    let sub = bearer_protocols(ADMIN);
+    assert!(upgrade_status(&url, &[("Sec-WebSocket-Protocol", &sub)]).await.is_ok());
+    let with_query = format!("{url}?access_token={ADMIN}");
+    assert_eq!(upgrade_status(&with_query, &[("Sec-WebSocket-Protocol", &sub)]).await.err(), Some(400));
+}
+
+#[tokio::test]
+async fn binding_scenario_7_observe_scope_watches_and_replays_but_cannot_control() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let observe = s.token("pty:observe", None).await;
+    let control = s.token("pty:control", None).await;
+
+    let mut ctl = s.attach(&sid, &control).await;
+    ctl.join("controller").await;
+    ctl.input("visible\n").await;
+    let n = seq(ctl.output_until("visible\r\nvisible").await.last().unwrap());
+
+    let mut obs = s.attach(&sid, &observe).await;
+    let id = obs.send("pty.join_session", json!({ "role": "controller" })).await;
+    assert_error(&obs.next().await, Some(&id), "PERMISSION_DENIED");
+    let init = obs.join_with(json!({ "role": "observer" }), json!({ "replay_from": n - 1 })).await;
+    assert!(init.iter().any(|f| seq(f) == n), "replayed");
+    obs.send("pty.request_keyframe", json!({})).await;
+    obs.expect_kind("Keyframe").await;
+    for (op, payload) in [
+        ("pty.session_input", json!({ "data": "eA==" })),
+        ("pty.session_resize", json!({ "cols": 20, "rows": 20 })),
+        ("pty.request_role", json!({ "role": "controller" })),
+    ] {
+        let id = obs.send(op, payload).await;
+        assert_error(&obs.expect_op("Error").await, Some(&id), "PERMISSION_DENIED");
+    }
+    ctl.input("still mine\n").await;
+    obs.output_until("still mine").await;
+}
+
+#[tokio::test]
+async fn binding_scenario_8_conflicting_or_missing_subprotocol_is_400_and_unknown_session_404() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let auth = format!("Bearer {ADMIN}");
+    let url = s.ws_url(&sid);
+    for protocols in [None, Some("graphql-ws"), Some("pty-ws.v1.binary")] {
+        let mut headers = vec![("Authorization", auth.as_str())];
+        if let Some(p) = protocols {
+            headers.push(("Sec-WebSocket-Protocol", p));
+        }
+        assert_eq!(upgrade_status(&url, &headers).await.err(), Some(400), "{protocols:?}");
+    }
+    let proto = ("Sec-WebSocket-Protocol", "graphql-ws, pty-ws.v1");
+    assert!(upgrade_status(&url, &[proto, ("Authorization", &auth)]).await.is_ok());
+
+    let unknown = s.ws_url("01900000-0000-7000-8000-000000000000");
+    assert_eq!(upgrade_status(&unknown, &[proto, ("Authorization", &auth)]).await.err(), Some(404));
+    let other_instance = url.replace("/agents/local/", "/agents/elsewhere/");
+    assert_eq!(upgrade_status(&other_instance, &[proto, ("Authorization", &auth)]).await.err(), Some(404));
+    // A token bound to another session learns nothing: 404, not 403.
+    let other = cat_session(&s).await;
+    let bound = format!("Bearer {}", s.token("pty:control", Some(&other)).await);
+    assert_eq!(upgrade_status(&url, &[proto, ("Authorization", &bound)]).await.err(), Some(404));
+    // The default instance is also served at the root.
+    let root = format!("ws://{}/sessions/{sid}/attach", s.addr);
+    assert!(upgrade_status(&root, &[proto, ("Authorization", &auth)]).await.is_ok());
+}
+
+#[tokio::test]
+async fn binding_scenario_11_json_clients_get_base64_output_and_send_session_input() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    c.join("controller").await;
+    c.send("pty.session_input", json!({ "data": "w6kg4oKsIOS4rQo=" })).await; // "é € 中\n"
+    let frames = c.output_until("中").await;
+    let out = frames.iter().find(|f| kind(f) == "Output").unwrap();
+    assert_eq!(out["payload"]["stream"], "stdout");
+    assert!(out["payload"]["data"].as_str().unwrap().chars().all(|ch| ch.is_ascii_alphanumeric() || "+/=".contains(ch)));
+}
+
+#[tokio::test]
+async fn binding_scenario_12_sequences_are_strictly_monotonic_across_three_clients() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut clients = Vec::new();
+    for role in ["controller", "observer", "observer"] {
+        let mut c = s.attach(&sid, ADMIN).await;
+        c.join(role).await;
+        clients.push(c);
+    }
+    for i in 0..30 {
+        clients[0].input(&format!("row {i}\n")).await;
+    }
+    let mut seen: Vec<BTreeMap<u64, Value>> = Vec::new();
+    for c in &mut clients {
+        let frames = c.output_until("row 29\r\nrow 29").await;
+        let seqs: Vec<u64> = frames.iter().map(seq).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "strictly increasing: {seqs:?}");
+        seen.push(frames.into_iter().filter(|f| kind(f) == "Output").map(|f| (seq(&f), f)).collect());
+    }
+    // The same sequence names the same frame for every client.
+    for (sq, f) in &seen[2] {
+        for other in &seen[..2] {
+            if let Some(g) = other.get(sq) {
+                assert_eq!(f, g);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn binding_scenario_14_a_controller_that_stops_answering_pings_is_reaped() {
+    let s = TestServer::start(&["--heartbeat-interval", "0.3", "--heartbeat-timeout", "1"]).await;
+    let sid = cat_session(&s).await;
+    let mut stale = s.attach(&sid, ADMIN).await;
+    assert_eq!(stale.join("controller").await[0]["payload"]["role"], "controller");
+    // From here on `stale` is never polled, so it never answers a Ping.
+
+    let mut watcher = s.attach(&sid, ADMIN).await;
+    watcher.join("observer").await;
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let m = watcher.expect_kind("MembershipChanged").await;
+            if m["payload"]["controllers"] == json!([]) {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("the stale controller is reaped and its role released");
+
+    let mut next = s.attach(&sid, ADMIN).await;
+    assert_eq!(next.join("controller").await[0]["payload"]["role"], "controller");
+    next.input("taken over\n").await;
+    next.output_until("taken over").await;
+    // The observer, which answers pings, outlived several timeouts.
+    watcher.send("ping", json!({ "client_ts": "2026-11-29T00:00:00Z" })).await;
+    assert_eq!(watcher.expect_op("pong").await["payload"]["client_ts"], "2026-11-29T00:00:00Z");
+    drop(stale);
+}
+
+#[tokio::test]
+async fn app_level_ping_and_service_parameter_update_are_answered_with_the_request_id() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    let id = c
+        .send_env("ping", json!({ "client_ts": "2026-11-29T01:02:03Z" }), json!({ "service_parameters": { "trace_id": "t-1" } }))
+        .await;
+    let pong = c.next().await;
+    assert_eq!((pong["op"].as_str(), pong["id"].as_str()), (Some("pong"), Some(id.as_str())));
+    assert!(pong["payload"]["server_ts"].as_str().unwrap().ends_with('Z'));
+    let id = c.send("UpdateServiceParameters", json!({ "service_parameters": { "trace_id": "t-2" } })).await;
+    let r = c.next().await;
+    assert_eq!((r["op"].as_str(), r["id"].as_str()), (Some("UpdateServiceParameters.Response"), Some(id.as_str())));
+}
+
+#[tokio::test]
+async fn replay_survives_a_server_restart_and_a_crash() {
+    for crash in [false, true] {
+        let mut s = TestServer::start(&[]).await;
+        let sid = cat_session(&s).await;
+        let mut c = s.attach(&sid, ADMIN).await;
+        c.join("controller").await;
+        c.input("persisted line\n").await;
+        c.output_until("persisted line\r\npersisted line").await;
+        if crash {
+            tokio::time::sleep(Duration::from_millis(300)).await; // the write-behind interval
+            s.kill().await;
+        } else {
+            s.stop().await;
+        }
+        drop(c);
+        let s2 = TestServer::start_in(&s.dir, &[]).await;
+        let view = s2.session(&sid).await;
+        assert_eq!((view["state"].as_str(), view["close_reason"].as_str()), (Some("closed"), Some("instance_terminated")));
+
+        let mut late = s2.attach(&sid, ADMIN).await;
+        late.send_env("pty.join_session", json!({ "role": "observer" }), json!({ "replay_from": 0 })).await;
+        let (code, frames) = late.until_close().await;
+        assert_eq!(code, Some(1000));
+        let text: String = frames
+            .iter()
+            .filter(|f| kind(f) == "Output")
+            .map(|f| String::from_utf8_lossy(&output_bytes(f)).into_owned())
+            .collect();
+        assert!(text.contains("persisted line\r\npersisted line"), "crash={crash}: {text:?}");
+        assert_eq!(frames.iter().filter(|f| kind(f) == "Closed").count(), 1);
+        let keyframe = frames.iter().rev().find(|f| kind(f) == "Keyframe").unwrap();
+        assert!(String::from_utf8_lossy(&snapshot(keyframe)).contains("persisted line"));
+        let seqs: Vec<u64> = frames.iter().filter_map(|f| f["sequence"].as_u64()).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+    }
+}
+
+#[tokio::test]
+async fn a_late_joiners_keyframe_repaints_a_full_screen_program_cell_for_cell() {
+    let s = TestServer::start(&[]).await;
+    let script = r#"printf '\033[?1049h\033[H\033[2J\033[1;37;44m top - 10:00 \033[K\033[0m\r\n\033[7m PID USER \033[27m\r\n\033[3;6r\033[3;1H\033[32m 101 root\033[0m\r\n 102 app \033[38;5;202m\342\226\210\033[38;2;1;2;3m\344\270\255\033[0m\033[6;3H\033[4mU\033[24m\033[?25l\033[5;9H'; sleep 60"#;
+    let sid = s
+        .create_session(json!({ "command": script, "cols": 40, "rows": 8 }))
+        .await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut first = s.attach(&sid, ADMIN).await;
+    first.join("observer").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut late = s.attach(&sid, ADMIN).await;
+    let init = late.join_with(json!({ "role": "observer" }), json!({ "replay_from": 0 })).await;
+    let mut from_output = server::sessions::screen::Screen::new(40, 8);
+    for f in init.iter().filter(|f| kind(f) == "Output") {
+        from_output.feed(&output_bytes(f));
+    }
+    let keyframe = init.iter().rev().find(|f| kind(f) == "Keyframe").unwrap();
+    let mut from_keyframe = server::sessions::screen::Screen::new(40, 8);
+    from_keyframe.feed(b"stale content\x1b[1m");
+    from_keyframe.feed(&snapshot(keyframe));
+    assert!(from_output.text()[0].contains("top - 10:00"));
+    assert_eq!(from_keyframe.cells(), from_output.cells());
+    assert_eq!(from_keyframe.cursor(), from_output.cursor());
+    assert!(from_keyframe.alternate_screen());
+}
