@@ -212,11 +212,17 @@ impl ClientOp {
             env.payload.clone()
         };
         let session_id = match payload.as_object_mut().map(|p| p.remove("session_id")) {
-            None => return Err(fail(DecodeError::Invalid("payload must be an object".into()))),
+            None => {
+                return Err(fail(DecodeError::Invalid(
+                    "payload must be an object".into(),
+                )));
+            }
             Some(None) => None,
             Some(Some(Value::String(s))) => Some(s),
             Some(Some(_)) => {
-                return Err(fail(DecodeError::Invalid("session_id must be a string".into())));
+                return Err(fail(DecodeError::Invalid(
+                    "session_id must be a string".into(),
+                )));
             }
         };
         fn parse<T: serde::de::DeserializeOwned>(op: &str, p: Value) -> Result<T, DecodeError> {
@@ -234,9 +240,9 @@ impl ClientOp {
                     .0,
             ),
             "pty.session_resize" => ClientOp::Resize(parse(&env.op, payload).map_err(fail)?),
-            "pty.request_role" => ClientOp::RequestRole(
-                parse::<RequestRole>(&env.op, payload).map_err(fail)?.role,
-            ),
+            "pty.request_role" => {
+                ClientOp::RequestRole(parse::<RequestRole>(&env.op, payload).map_err(fail)?.role)
+            }
             "pty.release_role" => parse::<Empty>(&env.op, payload)
                 .map(|_| ClientOp::ReleaseRole)
                 .map_err(fail)?,
@@ -454,7 +460,10 @@ mod tests {
     #[test]
     fn unknown_op_is_unsupported_and_keeps_the_request_id() {
         let err = ClientOp::decode(r#"{"op":"Nope","id":"x1","ts":"t","payload":{}}"#).unwrap_err();
-        assert_eq!(err, (Some("x1".into()), DecodeError::Unsupported("Nope".into())));
+        assert_eq!(
+            err,
+            (Some("x1".into()), DecodeError::Unsupported("Nope".into()))
+        );
     }
 
     #[test]

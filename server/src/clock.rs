@@ -10,7 +10,9 @@ pub fn now_ms() -> i64 {
 pub fn rfc3339(ms: i64) -> String {
     let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    let t = t.replace_nanosecond(t.millisecond() as u32 * 1_000_000).unwrap_or(t);
+    let t = t
+        .replace_nanosecond(t.millisecond() as u32 * 1_000_000)
+        .unwrap_or(t);
     t.format(&Rfc3339).unwrap_or_default()
 }
 
@@ -22,6 +24,9 @@ pub fn now_rfc3339() -> String {
 mod tests {
     #[test]
     fn rfc3339_is_utc_with_milliseconds() {
-        assert_eq!(super::rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(
+            super::rfc3339(1_700_000_000_123),
+            "2023-11-14T22:13:20.123Z"
+        );
     }
 }

@@ -11,7 +11,11 @@ use crate::auth::Scope;
 use crate::sessions::Settings;
 
 #[derive(Debug, Parser)]
-#[command(name = "ptyhost", version, about = "A terminal agent on the A2A protocol")]
+#[command(
+    name = "ptyhost",
+    version,
+    about = "A terminal agent on the A2A protocol"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -28,7 +32,12 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
     /// Where the SQLite database (ptyhost.db) lives.
-    #[arg(long, env = "PTYHOST_DATA_DIR", default_value = "./data", global = true)]
+    #[arg(
+        long,
+        env = "PTYHOST_DATA_DIR",
+        default_value = "./data",
+        global = true
+    )]
     pub data_dir: PathBuf,
     /// A database URL that overrides --data-dir (sqlite: only).
     #[arg(long, env = "PTYHOST_DATABASE_URL", global = true)]
@@ -85,15 +94,23 @@ impl ServeArgs {
             if v.is_finite() && v > 0.0 {
                 Ok(Duration::from_secs_f64(v))
             } else {
-                Err(anyhow::anyhow!("--{name} must be a positive number of seconds"))
+                Err(anyhow::anyhow!(
+                    "--{name} must be a positive number of seconds"
+                ))
             }
         };
         secs("heartbeat-interval", self.heartbeat_interval)?;
         if secs("heartbeat-timeout", self.heartbeat_timeout)? <= self.heartbeat()?.0 {
             anyhow::bail!("--heartbeat-timeout must be longer than --heartbeat-interval");
         }
-        anyhow::ensure!(self.max_controllers >= 1, "--max-controllers must be at least 1");
-        anyhow::ensure!(self.replay_frames >= 1, "--replay-frames must be at least 1");
+        anyhow::ensure!(
+            self.max_controllers >= 1,
+            "--max-controllers must be at least 1"
+        );
+        anyhow::ensure!(
+            self.replay_frames >= 1,
+            "--replay-frames must be at least 1"
+        );
         anyhow::ensure!(
             self.keyframe_interval_frames >= 1,
             "--keyframe-interval-frames must be at least 1"
@@ -176,7 +193,11 @@ mod tests {
         assert_eq!(a.instance_id, "local");
         let s = a.settings().unwrap();
         assert_eq!(
-            (s.replay_frames, s.replay_retention.as_secs(), s.keyframe_frames),
+            (
+                s.replay_frames,
+                s.replay_retention.as_secs(),
+                s.keyframe_frames
+            ),
             (1000, 86400, 100)
         );
         assert_eq!((s.max_controllers, s.max_observers), (1, 32));
@@ -186,7 +207,12 @@ mod tests {
     #[test]
     fn inconsistent_heartbeat_is_refused() {
         let Some(Command::Serve(a)) = Cli::parse_from([
-            "ptyhost", "serve", "--heartbeat-interval", "5", "--heartbeat-timeout", "2",
+            "ptyhost",
+            "serve",
+            "--heartbeat-interval",
+            "5",
+            "--heartbeat-timeout",
+            "2",
         ])
         .command
         else {

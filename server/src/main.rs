@@ -6,12 +6,12 @@ use server::config::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // `ptyhost` alone serves with the defaults (cargo-leptos runs the binary that way).
-    let command = cli
-        .command
-        .unwrap_or_else(|| match Cli::parse_from(["ptyhost", "serve"]).command {
-            Some(c) => c,
-            None => unreachable!("serve parses"),
-        });
+    let command =
+        cli.command
+            .unwrap_or_else(|| match Cli::parse_from(["ptyhost", "serve"]).command {
+                Some(c) => c,
+                None => unreachable!("serve parses"),
+            });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

@@ -136,10 +136,12 @@ impl Store {
     }
 
     pub async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>> {
-        let row = sqlx::query(AssertSqlSafe(format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?")))
-            .bind(hash)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?"
+        )))
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(row.as_ref().map(token_row))
     }
 
@@ -154,9 +156,11 @@ impl Store {
     pub async fn list_tokens(&self, share_links_of: Option<(&str, i64)>) -> Result<Vec<TokenRow>> {
         let rows = match share_links_of {
             None => {
-                sqlx::query(AssertSqlSafe(format!("SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at")))
-                    .fetch_all(&self.pool)
-                    .await?
+                sqlx::query(AssertSqlSafe(format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at"
+                )))
+                .fetch_all(&self.pool)
+                .await?
             }
             Some((sid, now)) => {
                 sqlx::query(AssertSqlSafe(format!(
@@ -228,10 +232,12 @@ impl Store {
     }
 
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>> {
-        let row = sqlx::query(AssertSqlSafe(format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?")))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(session_row).transpose()
     }
 
@@ -307,7 +313,12 @@ impl Store {
     }
 
     /// Frames with `after < sequence < before`, in order.
-    pub async fn frames_between(&self, session_id: &str, after: u64, before: u64) -> Result<Vec<StoredFrame>> {
+    pub async fn frames_between(
+        &self,
+        session_id: &str,
+        after: u64,
+        before: u64,
+    ) -> Result<Vec<StoredFrame>> {
         let rows = sqlx::query(
             "SELECT sequence, kind, created_at, frame FROM frames
              WHERE session_id = ? AND sequence > ? AND sequence < ? ORDER BY sequence",
@@ -338,7 +349,12 @@ impl Store {
     /// Drops the oldest frames that are outside both retention bounds (older than
     /// `before_ms` and at or below `upto_sequence`), always a prefix of the history, and
     /// raises the session's replay floor to match. Returns the new floor, if it moved.
-    pub async fn prune_frames(&self, session_id: &str, upto_sequence: u64, before_ms: i64) -> Result<Option<u64>> {
+    pub async fn prune_frames(
+        &self,
+        session_id: &str,
+        upto_sequence: u64,
+        before_ms: i64,
+    ) -> Result<Option<u64>> {
         let mut tx = self.pool.begin().await?;
         let floor: Option<i64> = sqlx::query(
             "SELECT MAX(sequence) FROM frames WHERE session_id = ? AND sequence <= ? AND created_at < ?",
@@ -367,7 +383,8 @@ impl Store {
     }
 }
 
-const TOKEN_COLUMNS: &str = "id, scope, session_id, label, kind, created_at, expires_at, revoked_at";
+const TOKEN_COLUMNS: &str =
+    "id, scope, session_id, label, kind, created_at, expires_at, revoked_at";
 const SESSION_COLUMNS: &str = "id, instance_id, label, argv, cwd, env, backend, class, cols, rows, \
      state, exit_code, close_reason, last_sequence, replay_floor, created_at, closed_at";
 

@@ -8,7 +8,7 @@ use common::*;
 use serde_json::json;
 
 fn kinds(frames: &[serde_json::Value]) -> Vec<&str> {
-    frames.iter().map(|f| kind(f)).collect()
+    frames.iter().map(kind).collect()
 }
 
 #[tokio::test]
@@ -17,29 +17,56 @@ async fn ext_scenario_1_single_controller_join_input_output_resize_leave() {
     let sid = cat_session(&s).await;
     let mut c = s.attach(&sid, ADMIN).await;
     let init = c.join("controller").await;
-    assert_eq!(kinds(&init), ["RoleAssigned", "MembershipChanged", "Keyframe"]);
+    assert_eq!(
+        kinds(&init),
+        ["RoleAssigned", "MembershipChanged", "Keyframe"]
+    );
     let me = init[0]["payload"]["client_id"].as_str().unwrap().to_owned();
     assert_eq!(init[0]["payload"]["role"], "controller");
-    assert_eq!(init[1]["payload"]["controllers"][0]["client_id"], me.as_str());
+    assert_eq!(
+        init[1]["payload"]["controllers"][0]["client_id"],
+        me.as_str()
+    );
     assert!(seq(&init[0]) < seq(&init[1]) && seq(&init[1]) < seq(&init[2]));
-    assert_eq!(init[2]["payload"]["anchor_sequence"].as_u64(), Some(seq(&init[2]) - 1));
-    assert_eq!(init[2]["payload"]["snapshot_format"], "vt100-screen-state-v1");
+    assert_eq!(
+        init[2]["payload"]["anchor_sequence"].as_u64(),
+        Some(seq(&init[2]) - 1)
+    );
+    assert_eq!(
+        init[2]["payload"]["snapshot_format"],
+        "vt100-screen-state-v1"
+    );
 
     c.input("hello pty\n").await;
     c.output_until("hello pty").await;
 
-    c.send("pty.session_resize", json!({ "cols": 100, "rows": 30 })).await;
+    c.send("pty.session_resize", json!({ "cols": 100, "rows": 30 }))
+        .await;
     let r = c.expect_kind("Resize").await;
-    assert_eq!((r["payload"]["cols"].as_u64(), r["payload"]["rows"].as_u64()), (Some(100), Some(30)));
+    assert_eq!(
+        (r["payload"]["cols"].as_u64(), r["payload"]["rows"].as_u64()),
+        (Some(100), Some(30))
+    );
     let view = s.session(&sid).await;
-    assert_eq!((view["cols"].as_u64(), view["rows"].as_u64()), (Some(100), Some(30)));
+    assert_eq!(
+        (view["cols"].as_u64(), view["rows"].as_u64()),
+        (Some(100), Some(30))
+    );
 
     c.send("pty.leave_session", json!({})).await;
     let (code, frames) = c.until_close().await;
     assert_eq!(code, Some(1000));
-    let last = frames.iter().rev().find(|f| kind(f) == "MembershipChanged").unwrap();
+    let last = frames
+        .iter()
+        .rev()
+        .find(|f| kind(f) == "MembershipChanged")
+        .unwrap();
     assert_eq!(last["payload"]["controllers"], json!([]));
-    assert_eq!(s.session(&sid).await["state"], "running", "the session survives a leave");
+    assert_eq!(
+        s.session(&sid).await["state"],
+        "running",
+        "the session survives a leave"
+    );
 }
 
 #[tokio::test]
@@ -56,18 +83,22 @@ async fn ext_scenario_2_observer_input_is_refused_with_permission_denied() {
     assert_eq!(e["id"], id.as_str());
     assert_eq!(e["payload"]["code"], "PERMISSION_DENIED");
     assert_eq!(e["payload"]["a2a_error"]["status"], "PERMISSION_DENIED");
-    let id = obs.send("pty.session_resize", json!({ "cols": 10, "rows": 10 })).await;
+    let id = obs
+        .send("pty.session_resize", json!({ "cols": 10, "rows": 10 }))
+        .await;
     let e = obs.expect_op("Error").await;
-    assert_eq!((e["id"].as_str(), e["payload"]["code"].as_str()), (Some(id.as_str()), Some("PERMISSION_DENIED")));
+    assert_eq!(
+        (e["id"].as_str(), e["payload"]["code"].as_str()),
+        (Some(id.as_str()), Some("PERMISSION_DENIED"))
+    );
 
     ctl.input("allowed\n").await;
     let frames = ctl.output_until("allowed").await;
-    let text: String = frames
-        .iter()
-        .filter(|f| kind(f) == "Output")
-        .map(|f| String::from_utf8_lossy(&output_bytes(f)).into_owned())
-        .collect();
-    assert!(!text.contains("FORBIDDEN"), "observer input reached the PTY: {text:?}");
+    let text = output_text(&frames);
+    assert!(
+        !text.contains("FORBIDDEN"),
+        "observer input reached the PTY: {text:?}"
+    );
 }
 
 #[tokio::test]
@@ -75,7 +106,10 @@ async fn ext_scenario_3_capacity_downgrade_makes_the_extra_controller_an_observe
     let s = TestServer::start(&["--max-controllers", "1"]).await;
     let sid = cat_session(&s).await;
     let mut first = s.attach(&sid, ADMIN).await;
-    assert_eq!(first.join("controller").await[0]["payload"]["role"], "controller");
+    assert_eq!(
+        first.join("controller").await[0]["payload"]["role"],
+        "controller"
+    );
 
     let mut second = s.attach(&sid, ADMIN).await;
     let init = second.join("controller").await;
@@ -86,14 +120,27 @@ async fn ext_scenario_3_capacity_downgrade_makes_the_extra_controller_an_observe
     assert!(assigned["reason"].as_str().unwrap().contains("capacity"));
 
     // A promotion request while the role is held is downgraded the same way.
-    second.send("pty.request_role", json!({ "role": "controller" })).await;
+    second
+        .send("pty.request_role", json!({ "role": "controller" }))
+        .await;
     let again = second.expect_kind("RoleAssigned").await;
-    assert_eq!((again["payload"]["role"].as_str(), again["payload"]["downgraded"].as_bool()), (Some("observer"), Some(true)));
+    assert_eq!(
+        (
+            again["payload"]["role"].as_str(),
+            again["payload"]["downgraded"].as_bool()
+        ),
+        (Some("observer"), Some(true))
+    );
 
     // Once the first releases it, the second can take it.
     first.send("pty.release_role", json!({})).await;
-    assert_eq!(first.expect_kind("RoleAssigned").await["payload"]["role"], "observer");
-    second.send("pty.request_role", json!({ "role": "controller" })).await;
+    assert_eq!(
+        first.expect_kind("RoleAssigned").await["payload"]["role"],
+        "observer"
+    );
+    second
+        .send("pty.request_role", json!({ "role": "controller" }))
+        .await;
     let granted = second.expect_kind("RoleAssigned").await;
     assert_eq!(granted["payload"]["role"], "controller");
     assert!(granted["payload"].get("downgraded").is_none());
@@ -106,10 +153,22 @@ async fn ext_scenario_4_membership_is_broadcast_on_every_join_and_leave() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
     let mut a = s.attach(&sid, ADMIN).await;
-    a.join_with(json!({ "role": "controller", "client_label": "alice" }), json!({})).await;
+    a.join_with(
+        json!({ "role": "controller", "client_label": "alice" }),
+        json!({}),
+    )
+    .await;
     let mut b = s.attach(&sid, ADMIN).await;
-    let b_init = b.join_with(json!({ "role": "observer", "client_label": "bob" }), json!({})).await;
-    let b_id = b_init[0]["payload"]["client_id"].as_str().unwrap().to_owned();
+    let b_init = b
+        .join_with(
+            json!({ "role": "observer", "client_label": "bob" }),
+            json!({}),
+        )
+        .await;
+    let b_id = b_init[0]["payload"]["client_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
     let m = a.expect_kind("MembershipChanged").await;
     assert_eq!(m["payload"]["controllers"][0]["label"], "alice");
@@ -148,7 +207,10 @@ async fn ext_scenario_5_mid_session_observer_join_gets_role_membership_keyframe_
 
     let mut obs = s.attach(&sid, ADMIN).await;
     let init = obs.join("observer").await;
-    assert_eq!(kinds(&init), ["RoleAssigned", "MembershipChanged", "Keyframe"]);
+    assert_eq!(
+        kinds(&init),
+        ["RoleAssigned", "MembershipChanged", "Keyframe"]
+    );
     let keyframe = &init[2];
     assert!(keyframe["payload"]["anchor_sequence"].as_u64().unwrap() > 0);
     assert!(String::from_utf8_lossy(&snapshot(keyframe)).contains("before the observer"));
@@ -171,32 +233,51 @@ async fn ext_scenario_6_replay_within_window_sends_missed_frames_then_keyframe_t
 
     let mut other = s.attach(&sid, ADMIN).await;
     // The dropped controller's role is released, so this joiner gets it.
-    assert_eq!(other.join("controller").await[0]["payload"]["role"], "controller");
+    assert_eq!(
+        other.join("controller").await[0]["payload"]["role"],
+        "controller"
+    );
     other.input("two\n").await;
     other.output_until("two\r\ntwo").await;
 
     let mut back = s.attach(&sid, ADMIN).await;
-    let init = back.join_with(json!({ "role": "observer" }), json!({ "replay_from": n })).await;
+    let init = back
+        .join_with(json!({ "role": "observer" }), json!({ "replay_from": n }))
+        .await;
     assert_eq!(kind(&init[0]), "RoleAssigned");
     let replayed = &init[1..init.len() - 2];
-    assert_eq!(kinds(&init[init.len() - 2..]), ["Keyframe", "MembershipChanged"]);
+    assert_eq!(
+        kinds(&init[init.len() - 2..]),
+        ["Keyframe", "MembershipChanged"]
+    );
     assert!(!replayed.is_empty());
-    assert!(replayed.windows(2).all(|w| seq(&w[0]) < seq(&w[1])), "in order");
-    assert!(replayed.iter().all(|f| seq(f) > n && seq(f) < seq(&init[0])));
-    let text: String = replayed
-        .iter()
-        .filter(|f| kind(f) == "Output")
-        .map(|f| String::from_utf8_lossy(&output_bytes(f)).into_owned())
-        .collect();
-    assert!(text.contains("two\r\ntwo"), "missed output replayed: {text:?}");
-    assert!(!text.contains("one"), "nothing at or before replay_from: {text:?}");
+    assert!(
+        replayed.windows(2).all(|w| seq(&w[0]) < seq(&w[1])),
+        "in order"
+    );
+    assert!(
+        replayed
+            .iter()
+            .all(|f| seq(f) > n && seq(f) < seq(&init[0]))
+    );
+    let text = output_text(replayed);
+    assert!(
+        text.contains("two\r\ntwo"),
+        "missed output replayed: {text:?}"
+    );
+    assert!(
+        !text.contains("one"),
+        "nothing at or before replay_from: {text:?}"
+    );
 
     other.input("three\n").await;
     back.output_until("three").await;
 
     // §8.4: the cursor is bound to the session, so another client gets the same frames.
     let mut twin = s.attach(&sid, ADMIN).await;
-    let twin_init = twin.join_with(json!({ "role": "observer" }), json!({ "replay_from": n })).await;
+    let twin_init = twin
+        .join_with(json!({ "role": "observer" }), json!({ "replay_from": n }))
+        .await;
     assert_eq!(&twin_init[1..1 + replayed.len()], replayed);
 }
 
@@ -212,17 +293,29 @@ async fn ext_scenario_7_replay_out_of_range_sends_error_then_keyframe() {
     }
     // Retention has pruned the oldest frames by now.
     let mut late = s.attach(&sid, ADMIN).await;
-    let init = late.join_with(json!({ "role": "observer" }), json!({ "replay_from": 1 })).await;
+    let init = late
+        .join_with(json!({ "role": "observer" }), json!({ "replay_from": 1 }))
+        .await;
     assert_eq!(kind(&init[0]), "RoleAssigned");
     assert_eq!(init[1]["op"], "Error");
     assert_eq!(init[1]["payload"]["code"], "REPLAY_OUT_OF_RANGE");
-    assert!(init[1]["payload"]["message"].as_str().unwrap().contains("frames after sequence"));
+    assert!(
+        init[1]["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("frames after sequence")
+    );
     assert_eq!(kind(&init[2]), "Keyframe");
     assert!(String::from_utf8_lossy(&snapshot(&init[2])).contains("line 29"));
 
     // A cursor beyond the current sequence is out of range as well.
     let mut future = s.attach(&sid, ADMIN).await;
-    let init = future.join_with(json!({ "role": "observer" }), json!({ "replay_from": 1_000_000 })).await;
+    let init = future
+        .join_with(
+            json!({ "role": "observer" }),
+            json!({ "replay_from": 1_000_000 }),
+        )
+        .await;
     assert_eq!(init[1]["payload"]["code"], "REPLAY_OUT_OF_RANGE");
     assert_eq!(kind(&init[2]), "Keyframe");
 }
@@ -230,7 +323,13 @@ async fn ext_scenario_7_replay_out_of_range_sends_error_then_keyframe() {
 #[tokio::test]
 async fn ext_scenario_8_keyframe_cadence_under_sustained_output() {
     // By frames: never more than N Output frames between keyframes.
-    let s = TestServer::start(&["--keyframe-interval-frames", "5", "--keyframe-interval-secs", "60"]).await;
+    let s = TestServer::start(&[
+        "--keyframe-interval-frames",
+        "5",
+        "--keyframe-interval-secs",
+        "60",
+    ])
+    .await;
     let sid = s
         .create_session(json!({ "command": "sleep 0.5; for i in $(seq 1 60); do echo tick $i; sleep 0.02; done; sleep 30" }))
         .await["session_id"]
@@ -256,10 +355,19 @@ async fn ext_scenario_8_keyframe_cadence_under_sustained_output() {
             _ => {}
         }
     }
-    assert!(keyframes >= 2, "keyframes under sustained output: {keyframes}");
+    assert!(
+        keyframes >= 2,
+        "keyframes under sustained output: {keyframes}"
+    );
 
     // By seconds: slow output still gets a keyframe about every interval.
-    let s = TestServer::start(&["--keyframe-interval-frames", "1000", "--keyframe-interval-secs", "1"]).await;
+    let s = TestServer::start(&[
+        "--keyframe-interval-frames",
+        "1000",
+        "--keyframe-interval-secs",
+        "1",
+    ])
+    .await;
     let sid = s
         .create_session(json!({ "command": "while true; do echo slow; sleep 0.2; done" }))
         .await["session_id"]
@@ -276,7 +384,10 @@ async fn ext_scenario_8_keyframe_cadence_under_sustained_output() {
     }
     for w in stamps.windows(2) {
         let gap = w[1] - w[0];
-        assert!(gap <= Duration::from_millis(2100), "keyframe gap {gap:?} exceeds the 1 s cadence");
+        assert!(
+            gap <= Duration::from_millis(2100),
+            "keyframe gap {gap:?} exceeds the 1 s cadence"
+        );
     }
 }
 
@@ -291,14 +402,21 @@ async fn ext_scenario_9_resize_is_broadcast_to_every_client() {
     let mut o2 = s.attach(&sid, ADMIN).await;
     o2.join("observer").await;
 
-    ctl.send("pty.session_resize", json!({ "cols": 132, "rows": 43 })).await;
+    ctl.send("pty.session_resize", json!({ "cols": 132, "rows": 43 }))
+        .await;
     let mut seen = Vec::new();
     for c in [&mut ctl, &mut o1, &mut o2] {
         let r = c.expect_kind("Resize").await;
-        assert_eq!((r["payload"]["cols"].as_u64(), r["payload"]["rows"].as_u64()), (Some(132), Some(43)));
+        assert_eq!(
+            (r["payload"]["cols"].as_u64(), r["payload"]["rows"].as_u64()),
+            (Some(132), Some(43))
+        );
         seen.push(seq(&r));
     }
-    assert!(seen.iter().all(|s| *s == seen[0]), "one frame, one sequence: {seen:?}");
+    assert!(
+        seen.iter().all(|s| *s == seen[0]),
+        "one frame, one sequence: {seen:?}"
+    );
     // The emulator has the new size too: a joiner's keyframe is 132 columns wide.
     let mut sized = s.attach(&sid, ADMIN).await;
     let init = sized.join("observer").await;
@@ -312,7 +430,11 @@ async fn exactly_one_closed(c: &mut Client) -> serde_json::Value {
     let closed: Vec<_> = frames.iter().filter(|f| kind(f) == "Closed").collect();
     assert_eq!(closed.len(), 1, "exactly one Closed: {frames:?}");
     let i = frames.iter().position(|f| kind(f) == "Closed").unwrap();
-    assert!(frames[i + 1..].iter().all(|f| !matches!(kind(f), "Output" | "Resize")));
+    assert!(
+        frames[i + 1..]
+            .iter()
+            .all(|f| !matches!(kind(f), "Output" | "Resize"))
+    );
     assert_eq!(frames.last().unwrap()["op"], "binding_goodbye");
     closed[0].clone()
 }
@@ -320,7 +442,12 @@ async fn exactly_one_closed(c: &mut Client) -> serde_json::Value {
 /// A late joiner's replay of the whole session holds the same single `Closed`.
 async fn closed_is_retained(s: &TestServer, sid: &str, closed: &serde_json::Value) {
     let mut late = s.attach(sid, ADMIN).await;
-    late.send_env("pty.join_session", json!({ "role": "observer" }), json!({ "replay_from": 0 })).await;
+    late.send_env(
+        "pty.join_session",
+        json!({ "role": "observer" }),
+        json!({ "replay_from": 0 }),
+    )
+    .await;
     let (_, frames) = late.until_close().await;
     let replayed: Vec<_> = frames.iter().filter(|f| kind(f) == "Closed").collect();
     assert_eq!(replayed, vec![closed]);
@@ -331,12 +458,23 @@ async fn ext_scenario_10_close_lifecycle_emits_exactly_one_closed_each_way() {
     let s = TestServer::start(&[]).await;
 
     // Command exit.
-    let sid = s.create_session(json!({ "command": "read x; echo bye; exit 7" })).await["session_id"].as_str().unwrap().to_owned();
+    let sid = s
+        .create_session(json!({ "command": "read x; echo bye; exit 7" }))
+        .await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let mut c = s.attach(&sid, ADMIN).await;
     c.join("controller").await;
     c.input("\n").await;
     let closed = exactly_one_closed(&mut c).await;
-    assert_eq!((closed["payload"]["exit_code"].as_i64(), closed["payload"]["reason"].as_str()), (Some(7), Some("normal")));
+    assert_eq!(
+        (
+            closed["payload"]["exit_code"].as_i64(),
+            closed["payload"]["reason"].as_str()
+        ),
+        (Some(7), Some("normal"))
+    );
     assert_eq!(s.wait_closed(&sid).await["exit_code"], 7);
     closed_is_retained(&s, &sid, &closed).await;
 
@@ -350,23 +488,43 @@ async fn ext_scenario_10_close_lifecycle_emits_exactly_one_closed_each_way() {
     closed_is_retained(&s, &sid, &closed).await;
 
     // Start failure.
-    let failed = s.create_session(json!({ "argv": ["/nonexistent/program"] })).await;
-    assert_eq!((failed["state"].as_str(), failed["close_reason"].as_str()), (Some("closed"), Some("error")));
+    let failed = s
+        .create_session(json!({ "argv": ["/nonexistent/program"] }))
+        .await;
+    assert_eq!(
+        (failed["state"].as_str(), failed["close_reason"].as_str()),
+        (Some("closed"), Some("error"))
+    );
     let sid = failed["session_id"].as_str().unwrap();
     let mut c = s.attach(sid, ADMIN).await;
-    c.send("pty.join_session", json!({ "role": "observer" })).await;
+    c.send("pty.join_session", json!({ "role": "observer" }))
+        .await;
     let closed = exactly_one_closed(&mut c).await;
     assert_eq!(closed["payload"]["reason"], "error");
-    assert!(closed["payload"]["detail"].as_str().unwrap().contains("/nonexistent/program"));
+    assert!(
+        closed["payload"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/program")
+    );
 
     // Explicit close.
     let sid = cat_session(&s).await;
     let mut c = s.attach(&sid, ADMIN).await;
     c.join("observer").await;
-    let resp = s.http.delete(s.url(&format!("/sessions/{sid}"))).bearer_auth(ADMIN).send().await.unwrap();
+    let resp = s
+        .http
+        .delete(s.url(&format!("/sessions/{sid}")))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     let view: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!((view["state"].as_str(), view["close_reason"].as_str()), (Some("closed"), Some("killed")));
+    assert_eq!(
+        (view["state"].as_str(), view["close_reason"].as_str()),
+        (Some("closed"), Some("killed"))
+    );
     let closed = exactly_one_closed(&mut c).await;
     assert_eq!(closed["payload"]["reason"], "killed");
     closed_is_retained(&s, &sid, &closed).await;
@@ -388,11 +546,20 @@ async fn ext_scenario_10_teardown_emits_one_closed_then_goodbye_and_keeps_it_aft
     assert_eq!(closed.len(), 1);
     assert_eq!(closed[0]["payload"]["reason"], "instance_terminated");
     let goodbye = frames.last().unwrap();
-    assert_eq!((goodbye["op"].as_str(), goodbye["payload"]["reason"].as_str()), (Some("binding_goodbye"), Some("server_shutdown")));
+    assert_eq!(
+        (
+            goodbye["op"].as_str(),
+            goodbye["payload"]["reason"].as_str()
+        ),
+        (Some("binding_goodbye"), Some("server_shutdown"))
+    );
     let (s, status) = stopping.await.unwrap();
     assert!(status.success(), "orderly shutdown exits 0");
 
     let s2 = TestServer::start_in(&s.dir, &[]).await;
-    assert_eq!(s2.session(&sid).await["close_reason"], "instance_terminated");
+    assert_eq!(
+        s2.session(&sid).await["close_reason"],
+        "instance_terminated"
+    );
     closed_is_retained(&s2, &sid, closed[0]).await;
 }

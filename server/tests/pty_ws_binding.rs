@@ -14,12 +14,18 @@ async fn binding_scenario_1_binding_hello_is_the_first_frame() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
     let c = s.attach(&sid, ADMIN).await;
-    assert_eq!(c.protocol, "pty-ws.v1", "only pty-ws.v1 is echoed, never the bearer entry");
+    assert_eq!(
+        c.protocol, "pty-ws.v1",
+        "only pty-ws.v1 is echoed, never the bearer entry"
+    );
     let h = &c.hello;
     assert_eq!(h["op"], "binding_hello");
     assert_eq!(h["sequence"], 0);
     let p = &h["payload"];
-    assert_eq!(p["binding_uri"], "https://agentic-sandbox.aiwg.io/bindings/pty-ws/v1");
+    assert_eq!(
+        p["binding_uri"],
+        "https://agentic-sandbox.aiwg.io/bindings/pty-ws/v1"
+    );
     assert_eq!(p["binding_version"], "1.0.0");
     assert!(p["supported_operations"].is_array());
     assert_eq!(p["activated_extensions"], json!([]));
@@ -50,7 +56,10 @@ fn assert_error(frame: &Value, id: Option<&str>, code: &str) {
     assert!(!p["message"].as_str().unwrap().is_empty());
     assert!(p["retryable"].is_boolean());
     assert_eq!(p["a2a_error"]["details"][0]["reason"], code);
-    assert_eq!(p["a2a_error"]["details"][0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+    assert_eq!(
+        p["a2a_error"]["details"][0]["@type"],
+        "type.googleapis.com/google.rpc.ErrorInfo"
+    );
     assert!(p["a2a_error"]["status"].is_string() && p["a2a_error"]["code"].is_u64());
 }
 
@@ -62,9 +71,11 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
 
     c.send_raw("{not json").await;
     assert_error(&c.next().await, None, "INVALID_REQUEST");
-    c.send_raw(r#"{"op":"ping","id":"x1","ts":"t","sequence":4,"payload":{"client_ts":"t"}}"#).await;
+    c.send_raw(r#"{"op":"ping","id":"x1","ts":"t","sequence":4,"payload":{"client_ts":"t"}}"#)
+        .await;
     assert_error(&c.next().await, Some("x1"), "INVALID_REQUEST");
-    c.send_raw(r#"{"op":"pty.session_resize","id":"x2","ts":"t","payload":{"cols":0,"rows":9}}"#).await;
+    c.send_raw(r#"{"op":"pty.session_resize","id":"x2","ts":"t","payload":{"cols":0,"rows":9}}"#)
+        .await;
     assert_error(&c.next().await, Some("x2"), "INVALID_REQUEST");
     let id = c.input("too early").await;
     assert_error(&c.next().await, Some(&id), "INVALID_REQUEST");
@@ -74,16 +85,41 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
     let id = c.send("SendMessage", json!({ "message": {} })).await;
     let e = c.next().await;
     assert_error(&e, Some(&id), "UNSUPPORTED_OPERATION");
-    let id = c.send("pty.join_session", json!({ "role": "controller", "session_backend": "tmux" })).await;
+    let id = c
+        .send(
+            "pty.join_session",
+            json!({ "role": "controller", "session_backend": "tmux" }),
+        )
+        .await;
     let e = c.next().await;
     assert_error(&e, Some(&id), "UNSUPPORTED_OPERATION");
-    assert!(e["payload"]["message"].as_str().unwrap().starts_with("session_backend.not_implemented"));
-    let id = c.send("pty.join_session", json!({ "role": "controller", "session_class": "managed" })).await;
+    assert!(
+        e["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("session_backend.not_implemented")
+    );
+    let id = c
+        .send(
+            "pty.join_session",
+            json!({ "role": "controller", "session_class": "managed" }),
+        )
+        .await;
     let e = c.next().await;
-    assert!(e["payload"]["message"].as_str().unwrap().starts_with("session_class.not_implemented"));
+    assert!(
+        e["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("session_class.not_implemented")
+    );
     assert_eq!(e["id"], id.as_str());
 
-    let id = c.send("pty.session_input", json!({ "data": "eA==", "session_id": "someone-else" })).await;
+    let id = c
+        .send(
+            "pty.session_input",
+            json!({ "data": "eA==", "session_id": "someone-else" }),
+        )
+        .await;
     assert_error(&c.next().await, Some(&id), "PERMISSION_DENIED");
 
     c.join("observer").await;
@@ -97,11 +133,21 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
     assert_eq!(e["payload"]["retryable"], true);
 
     let mut r = s.attach(&sid, ADMIN).await;
-    let init = r.join_with(json!({ "role": "observer" }), json!({ "replay_from": 999_999 })).await;
+    let init = r
+        .join_with(
+            json!({ "role": "observer" }),
+            json!({ "replay_from": 999_999 }),
+        )
+        .await;
     assert_error(&init[1], None, "REPLAY_OUT_OF_RANGE");
 
     // UNAUTHENTICATED is refused before the upgrade.
-    assert_eq!(upgrade_status(&s.ws_url(&sid), &[("Sec-WebSocket-Protocol", "pty-ws.v1")]).await.err(), Some(401));
+    assert_eq!(
+        upgrade_status(&s.ws_url(&sid), &[("Sec-WebSocket-Protocol", "pty-ws.v1")])
+            .await
+            .err(),
+        Some(401)
+    );
 }
 
 #[tokio::test]
@@ -122,7 +168,9 @@ async fn binding_scenario_4_reconnect_with_replay_from_receives_the_frames_after
     let m = seq(after_n.last().unwrap());
 
     let mut back = s.attach(&sid, ADMIN).await;
-    let init = back.join_with(json!({ "role": "observer" }), json!({ "replay_from": n })).await;
+    let init = back
+        .join_with(json!({ "role": "observer" }), json!({ "replay_from": n }))
+        .await;
     let replayed: Vec<&Value> = init.iter().filter(|f| seq(f) > n && seq(f) <= m).collect();
     // Every broadcast frame the writer saw in (N, M] comes back, identical and in order.
     let expected: Vec<&Value> = after_n.iter().filter(|f| seq(f) > n).collect();
@@ -143,7 +191,9 @@ async fn binding_scenario_5_replay_older_than_retention_is_out_of_range_then_key
         c.output_until(&format!("{i}\r\n{i}")).await;
     }
     let mut back = s.attach(&sid, ADMIN).await;
-    let init = back.join_with(json!({ "role": "observer" }), json!({ "replay_from": 2 })).await;
+    let init = back
+        .join_with(json!({ "role": "observer" }), json!({ "replay_from": 2 }))
+        .await;
     assert_error(&init[1], None, "REPLAY_OUT_OF_RANGE");
     assert_eq!(kind(&init[2]), "Keyframe");
 }
@@ -154,30 +204,79 @@ async fn binding_scenario_6_upgrade_without_a_valid_bearer_is_refused_with_401()
     let sid = cat_session(&s).await;
     let url = s.ws_url(&sid);
     let proto = ("Sec-WebSocket-Protocol", "pty-ws.v1");
-    assert_eq!(upgrade_status(&url, &[proto]).await.err(), Some(401), "no bearer");
+    assert_eq!(
+        upgrade_status(&url, &[proto]).await.err(),
+        Some(401),
+        "no bearer"
+    );
     let bad = bearer_protocols("pth_not-a-real-token");
-    assert_eq!(upgrade_status(&url, &[("Sec-WebSocket-Protocol", &bad)]).await.err(), Some(401), "unknown");
-    assert_eq!(upgrade_status(&url, &[proto, ("Authorization", "Bearer nope")]).await.err(), Some(401));
+    assert_eq!(
+        upgrade_status(&url, &[("Sec-WebSocket-Protocol", &bad)])
+            .await
+            .err(),
+        Some(401),
+        "unknown"
+    );
+    assert_eq!(
+        upgrade_status(&url, &[proto, ("Authorization", "Bearer nope")])
+            .await
+            .err(),
+        Some(401)
+    );
 
-    let expiring = s.token_cli(&["create", "--scope", "pty:control", "--ttl", "1s"]).await;
+    let expiring = s
+        .token_cli(&["create", "--scope", "pty:control", "--ttl", "1s"])
+        .await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let expired = bearer_protocols(expiring.trim());
-    assert_eq!(upgrade_status(&url, &[("Sec-WebSocket-Protocol", &expired)]).await.err(), Some(401), "expired");
+    assert_eq!(
+        upgrade_status(&url, &[("Sec-WebSocket-Protocol", &expired)])
+            .await
+            .err(),
+        Some(401),
+        "expired"
+    );
 
     let revoked = s.token("pty:control", None).await;
     let list = s.token_cli(&["list"]).await;
-    let id = list.lines().last().unwrap().split('\t').next().unwrap().to_owned();
+    let id = list
+        .lines()
+        .last()
+        .unwrap()
+        .split('\t')
+        .next()
+        .unwrap()
+        .to_owned();
     s.token_cli(&["revoke", &id]).await;
     let revoked_proto = bearer_protocols(&revoked);
-    assert_eq!(upgrade_status(&url, &[("Sec-WebSocket-Protocol", &revoked_proto)]).await.err(), Some(401), "revoked");
+    assert_eq!(
+        upgrade_status(&url, &[("Sec-WebSocket-Protocol", &revoked_proto)])
+            .await
+            .err(),
+        Some(401),
+        "revoked"
+    );
 
     // Both carriers work for a valid token; a token in the query is refused outright.
     let auth = format!("Bearer {ADMIN}");
-    assert!(upgrade_status(&url, &[proto, ("Authorization", &auth)]).await.is_ok());
+    assert!(
+        upgrade_status(&url, &[proto, ("Authorization", &auth)])
+            .await
+            .is_ok()
+    );
     let sub = bearer_protocols(ADMIN);
-    assert!(upgrade_status(&url, &[("Sec-WebSocket-Protocol", &sub)]).await.is_ok());
+    assert!(
+        upgrade_status(&url, &[("Sec-WebSocket-Protocol", &sub)])
+            .await
+            .is_ok()
+    );
     let with_query = format!("{url}?access_token={ADMIN}");
-    assert_eq!(upgrade_status(&with_query, &[("Sec-WebSocket-Protocol", &sub)]).await.err(), Some(400));
+    assert_eq!(
+        upgrade_status(&with_query, &[("Sec-WebSocket-Protocol", &sub)])
+            .await
+            .err(),
+        Some(400)
+    );
 }
 
 #[tokio::test]
@@ -193,9 +292,16 @@ async fn binding_scenario_7_observe_scope_watches_and_replays_but_cannot_control
     let n = seq(ctl.output_until("visible\r\nvisible").await.last().unwrap());
 
     let mut obs = s.attach(&sid, &observe).await;
-    let id = obs.send("pty.join_session", json!({ "role": "controller" })).await;
+    let id = obs
+        .send("pty.join_session", json!({ "role": "controller" }))
+        .await;
     assert_error(&obs.next().await, Some(&id), "PERMISSION_DENIED");
-    let init = obs.join_with(json!({ "role": "observer" }), json!({ "replay_from": n - 1 })).await;
+    let init = obs
+        .join_with(
+            json!({ "role": "observer" }),
+            json!({ "replay_from": n - 1 }),
+        )
+        .await;
     assert!(init.iter().any(|f| seq(f) == n), "replayed");
     obs.send("pty.request_keyframe", json!({})).await;
     obs.expect_kind("Keyframe").await;
@@ -205,7 +311,11 @@ async fn binding_scenario_7_observe_scope_watches_and_replays_but_cannot_control
         ("pty.request_role", json!({ "role": "controller" })),
     ] {
         let id = obs.send(op, payload).await;
-        assert_error(&obs.expect_op("Error").await, Some(&id), "PERMISSION_DENIED");
+        assert_error(
+            &obs.expect_op("Error").await,
+            Some(&id),
+            "PERMISSION_DENIED",
+        );
     }
     ctl.input("still mine\n").await;
     obs.output_until("still mine").await;
@@ -222,22 +332,49 @@ async fn binding_scenario_8_conflicting_or_missing_subprotocol_is_400_and_unknow
         if let Some(p) = protocols {
             headers.push(("Sec-WebSocket-Protocol", p));
         }
-        assert_eq!(upgrade_status(&url, &headers).await.err(), Some(400), "{protocols:?}");
+        assert_eq!(
+            upgrade_status(&url, &headers).await.err(),
+            Some(400),
+            "{protocols:?}"
+        );
     }
     let proto = ("Sec-WebSocket-Protocol", "graphql-ws, pty-ws.v1");
-    assert!(upgrade_status(&url, &[proto, ("Authorization", &auth)]).await.is_ok());
+    assert!(
+        upgrade_status(&url, &[proto, ("Authorization", &auth)])
+            .await
+            .is_ok()
+    );
 
     let unknown = s.ws_url("01900000-0000-7000-8000-000000000000");
-    assert_eq!(upgrade_status(&unknown, &[proto, ("Authorization", &auth)]).await.err(), Some(404));
+    assert_eq!(
+        upgrade_status(&unknown, &[proto, ("Authorization", &auth)])
+            .await
+            .err(),
+        Some(404)
+    );
     let other_instance = url.replace("/agents/local/", "/agents/elsewhere/");
-    assert_eq!(upgrade_status(&other_instance, &[proto, ("Authorization", &auth)]).await.err(), Some(404));
+    assert_eq!(
+        upgrade_status(&other_instance, &[proto, ("Authorization", &auth)])
+            .await
+            .err(),
+        Some(404)
+    );
     // A token bound to another session learns nothing: 404, not 403.
     let other = cat_session(&s).await;
     let bound = format!("Bearer {}", s.token("pty:control", Some(&other)).await);
-    assert_eq!(upgrade_status(&url, &[proto, ("Authorization", &bound)]).await.err(), Some(404));
+    assert_eq!(
+        upgrade_status(&url, &[proto, ("Authorization", &bound)])
+            .await
+            .err(),
+        Some(404)
+    );
     // The default instance is also served at the root.
     let root = format!("ws://{}/sessions/{sid}/attach", s.addr);
-    assert!(upgrade_status(&root, &[proto, ("Authorization", &auth)]).await.is_ok());
+    assert!(
+        upgrade_status(&root, &[proto, ("Authorization", &auth)])
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]
@@ -246,11 +383,18 @@ async fn binding_scenario_11_json_clients_get_base64_output_and_send_session_inp
     let sid = cat_session(&s).await;
     let mut c = s.attach(&sid, ADMIN).await;
     c.join("controller").await;
-    c.send("pty.session_input", json!({ "data": "w6kg4oKsIOS4rQo=" })).await; // "é € 中\n"
+    c.send("pty.session_input", json!({ "data": "w6kg4oKsIOS4rQo=" }))
+        .await; // "é € 中\n"
     let frames = c.output_until("中").await;
     let out = frames.iter().find(|f| kind(f) == "Output").unwrap();
     assert_eq!(out["payload"]["stream"], "stdout");
-    assert!(out["payload"]["data"].as_str().unwrap().chars().all(|ch| ch.is_ascii_alphanumeric() || "+/=".contains(ch)));
+    assert!(
+        out["payload"]["data"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "+/=".contains(ch))
+    );
 }
 
 #[tokio::test]
@@ -270,8 +414,17 @@ async fn binding_scenario_12_sequences_are_strictly_monotonic_across_three_clien
     for c in &mut clients {
         let frames = c.output_until("row 29\r\nrow 29").await;
         let seqs: Vec<u64> = frames.iter().map(seq).collect();
-        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "strictly increasing: {seqs:?}");
-        seen.push(frames.into_iter().filter(|f| kind(f) == "Output").map(|f| (seq(&f), f)).collect());
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "strictly increasing: {seqs:?}"
+        );
+        seen.push(
+            frames
+                .into_iter()
+                .filter(|f| kind(f) == "Output")
+                .map(|f| (seq(&f), f))
+                .collect(),
+        );
     }
     // The same sequence names the same frame for every client.
     for (sq, f) in &seen[2] {
@@ -288,7 +441,10 @@ async fn binding_scenario_14_a_controller_that_stops_answering_pings_is_reaped()
     let s = TestServer::start(&["--heartbeat-interval", "0.3", "--heartbeat-timeout", "1"]).await;
     let sid = cat_session(&s).await;
     let mut stale = s.attach(&sid, ADMIN).await;
-    assert_eq!(stale.join("controller").await[0]["payload"]["role"], "controller");
+    assert_eq!(
+        stale.join("controller").await[0]["payload"]["role"],
+        "controller"
+    );
     // From here on `stale` is never polled, so it never answers a Ping.
 
     let mut watcher = s.attach(&sid, ADMIN).await;
@@ -305,12 +461,20 @@ async fn binding_scenario_14_a_controller_that_stops_answering_pings_is_reaped()
     .expect("the stale controller is reaped and its role released");
 
     let mut next = s.attach(&sid, ADMIN).await;
-    assert_eq!(next.join("controller").await[0]["payload"]["role"], "controller");
+    assert_eq!(
+        next.join("controller").await[0]["payload"]["role"],
+        "controller"
+    );
     next.input("taken over\n").await;
     next.output_until("taken over").await;
     // The observer, which answers pings, outlived several timeouts.
-    watcher.send("ping", json!({ "client_ts": "2026-11-29T00:00:00Z" })).await;
-    assert_eq!(watcher.expect_op("pong").await["payload"]["client_ts"], "2026-11-29T00:00:00Z");
+    watcher
+        .send("ping", json!({ "client_ts": "2026-11-29T00:00:00Z" }))
+        .await;
+    assert_eq!(
+        watcher.expect_op("pong").await["payload"]["client_ts"],
+        "2026-11-29T00:00:00Z"
+    );
     drop(stale);
 }
 
@@ -320,14 +484,34 @@ async fn app_level_ping_and_service_parameter_update_are_answered_with_the_reque
     let sid = cat_session(&s).await;
     let mut c = s.attach(&sid, ADMIN).await;
     let id = c
-        .send_env("ping", json!({ "client_ts": "2026-11-29T01:02:03Z" }), json!({ "service_parameters": { "trace_id": "t-1" } }))
+        .send_env(
+            "ping",
+            json!({ "client_ts": "2026-11-29T01:02:03Z" }),
+            json!({ "service_parameters": { "trace_id": "t-1" } }),
+        )
         .await;
     let pong = c.next().await;
-    assert_eq!((pong["op"].as_str(), pong["id"].as_str()), (Some("pong"), Some(id.as_str())));
-    assert!(pong["payload"]["server_ts"].as_str().unwrap().ends_with('Z'));
-    let id = c.send("UpdateServiceParameters", json!({ "service_parameters": { "trace_id": "t-2" } })).await;
+    assert_eq!(
+        (pong["op"].as_str(), pong["id"].as_str()),
+        (Some("pong"), Some(id.as_str()))
+    );
+    assert!(
+        pong["payload"]["server_ts"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    let id = c
+        .send(
+            "UpdateServiceParameters",
+            json!({ "service_parameters": { "trace_id": "t-2" } }),
+        )
+        .await;
     let r = c.next().await;
-    assert_eq!((r["op"].as_str(), r["id"].as_str()), (Some("UpdateServiceParameters.Response"), Some(id.as_str())));
+    assert_eq!(
+        (r["op"].as_str(), r["id"].as_str()),
+        (Some("UpdateServiceParameters.Response"), Some(id.as_str()))
+    );
 }
 
 #[tokio::test]
@@ -348,22 +532,32 @@ async fn replay_survives_a_server_restart_and_a_crash() {
         drop(c);
         let s2 = TestServer::start_in(&s.dir, &[]).await;
         let view = s2.session(&sid).await;
-        assert_eq!((view["state"].as_str(), view["close_reason"].as_str()), (Some("closed"), Some("instance_terminated")));
+        assert_eq!(
+            (view["state"].as_str(), view["close_reason"].as_str()),
+            (Some("closed"), Some("instance_terminated"))
+        );
 
         let mut late = s2.attach(&sid, ADMIN).await;
-        late.send_env("pty.join_session", json!({ "role": "observer" }), json!({ "replay_from": 0 })).await;
+        late.send_env(
+            "pty.join_session",
+            json!({ "role": "observer" }),
+            json!({ "replay_from": 0 }),
+        )
+        .await;
         let (code, frames) = late.until_close().await;
         assert_eq!(code, Some(1000));
-        let text: String = frames
-            .iter()
-            .filter(|f| kind(f) == "Output")
-            .map(|f| String::from_utf8_lossy(&output_bytes(f)).into_owned())
-            .collect();
-        assert!(text.contains("persisted line\r\npersisted line"), "crash={crash}: {text:?}");
+        let text = output_text(&frames);
+        assert!(
+            text.contains("persisted line\r\npersisted line"),
+            "crash={crash}: {text:?}"
+        );
         assert_eq!(frames.iter().filter(|f| kind(f) == "Closed").count(), 1);
         let keyframe = frames.iter().rev().find(|f| kind(f) == "Keyframe").unwrap();
         assert!(String::from_utf8_lossy(&snapshot(keyframe)).contains("persisted line"));
-        let seqs: Vec<u64> = frames.iter().filter_map(|f| f["sequence"].as_u64()).collect();
+        let seqs: Vec<u64> = frames
+            .iter()
+            .filter_map(|f| f["sequence"].as_u64())
+            .collect();
         assert!(seqs.windows(2).all(|w| w[0] < w[1]));
     }
 }
@@ -383,7 +577,9 @@ async fn a_late_joiners_keyframe_repaints_a_full_screen_program_cell_for_cell() 
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let mut late = s.attach(&sid, ADMIN).await;
-    let init = late.join_with(json!({ "role": "observer" }), json!({ "replay_from": 0 })).await;
+    let init = late
+        .join_with(json!({ "role": "observer" }), json!({ "replay_from": 0 }))
+        .await;
     let mut from_output = server::sessions::screen::Screen::new(40, 8);
     for f in init.iter().filter(|f| kind(f) == "Output") {
         from_output.feed(&output_bytes(f));

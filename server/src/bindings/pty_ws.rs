@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use app::wire::{
-    self, ClientOp, DecodeError, Envelope, ErrorCode, JoinSession, Pong, Role,
-    SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON,
+    self, ClientOp, DecodeError, Envelope, ErrorCode, JoinSession, Pong, Role, SUBPROTOCOL_BINARY,
+    SUBPROTOCOL_JSON,
 };
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
@@ -24,8 +24,7 @@ use crate::card::PTY_WS_OPERATIONS;
 use crate::clock;
 use crate::http::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
 use crate::sessions::{
-    self, BACKENDS, CLASSES, Command, JoinRequest, Joined, Outbound, Refusal, Replay,
-    SessionHandle,
+    self, BACKENDS, CLASSES, Command, JoinRequest, Joined, Outbound, Refusal, Replay, SessionHandle,
 };
 
 /// Largest client frame accepted.
@@ -80,7 +79,11 @@ async fn check_attach(
         } else {
             "the Sec-WebSocket-Protocol header must include pty-ws.v1"
         };
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            message,
+        ));
     }
     let token = header_bearer(headers)
         .map(str::to_owned)
@@ -293,7 +296,13 @@ impl Connection {
         }
     }
 
-    async fn refuse(&self, sink: &mut Sink, id: Option<String>, code: ErrorCode, message: &str) -> Flow {
+    async fn refuse(
+        &self,
+        sink: &mut Sink,
+        id: Option<String>,
+        code: ErrorCode,
+        message: &str,
+    ) -> Flow {
         tracing::debug!(code = code.as_str(), message, "refused a client frame");
         match self.send(sink, error_frame(id, code, message)).await {
             Ok(()) => Flow::Continue,
@@ -310,11 +319,15 @@ impl Connection {
             }
             Err((id, DecodeError::Unsupported(op))) => {
                 let m = if wire::CORE_OPERATIONS.contains(&op.as_str()) {
-                    format!("{op} is not yet available on this binding; see binding_hello.supported_operations")
+                    format!(
+                        "{op} is not yet available on this binding; see binding_hello.supported_operations"
+                    )
                 } else {
                     format!("unknown op {op:?}")
                 };
-                return self.refuse(sink, id, ErrorCode::UnsupportedOperation, &m).await;
+                return self
+                    .refuse(sink, id, ErrorCode::UnsupportedOperation, &m)
+                    .await;
             }
         };
         if !self.seen_first_frame {
@@ -325,8 +338,12 @@ impl Connection {
         }
         if session_ref.as_deref().is_some_and(|s| s != self.session_id) {
             return self
-                .refuse(sink, Some(env.id), ErrorCode::PermissionDenied,
-                    "this connection is bound to another session")
+                .refuse(
+                    sink,
+                    Some(env.id),
+                    ErrorCode::PermissionDenied,
+                    "this connection is bound to another session",
+                )
                 .await;
         }
         let id = env.id.clone();
@@ -338,37 +355,71 @@ impl Connection {
                     client_ts: ping.client_ts,
                     server_ts: clock::now_rfc3339(),
                 };
-                let frame = server_frame("pong", Some(id), None, serde_json::to_value(pong).unwrap_or_default());
+                let frame = server_frame(
+                    "pong",
+                    Some(id),
+                    None,
+                    serde_json::to_value(pong).unwrap_or_default(),
+                );
                 return self.flow(self.send(sink, frame).await);
             }
             ClientOp::UpdateServiceParameters(u) => {
                 self.set_service_parameters(u.service_parameters);
-                let frame = server_frame("UpdateServiceParameters.Response", Some(id), None, json!({}));
+                let frame = server_frame(
+                    "UpdateServiceParameters.Response",
+                    Some(id),
+                    None,
+                    json!({}),
+                );
                 return self.flow(self.send(sink, frame).await);
             }
-            ClientOp::Input(data) => self.ask_member(Scope::Control, "input", |c, r| Command::Input(c, data, r)).await,
+            ClientOp::Input(data) => {
+                self.ask_member(Scope::Control, "input", |c, r| Command::Input(c, data, r))
+                    .await
+            }
             ClientOp::Resize(size) => {
-                self.ask_member(Scope::Control, "resize", |c, r| Command::Resize(c, size.cols.0, size.rows.0, r)).await
+                self.ask_member(Scope::Control, "resize", |c, r| {
+                    Command::Resize(c, size.cols.0, size.rows.0, r)
+                })
+                .await
             }
             ClientOp::RequestRole(role) => {
-                let needed = if role == Role::Controller { Scope::Control } else { Scope::Observe };
-                self.ask_member(needed, "the controller role", |c, r| Command::RequestRole(c, role, r)).await
+                let needed = if role == Role::Controller {
+                    Scope::Control
+                } else {
+                    Scope::Observe
+                };
+                self.ask_member(needed, "the controller role", |c, r| {
+                    Command::RequestRole(c, role, r)
+                })
+                .await
             }
             ClientOp::ReleaseRole => {
-                self.ask_member(Scope::Observe, "", |c, r| Command::RequestRole(c, Role::Observer, r)).await
+                self.ask_member(Scope::Observe, "", |c, r| {
+                    Command::RequestRole(c, Role::Observer, r)
+                })
+                .await
             }
             ClientOp::RequestKeyframe => {
-                self.ask_member(Scope::Observe, "", Command::RequestKeyframe).await
+                self.ask_member(Scope::Observe, "", Command::RequestKeyframe)
+                    .await
             }
         };
         match result {
             Ok(()) => Flow::Continue,
-            Err(refusal) => self.refuse(sink, Some(id), refusal.code, &refusal.message).await,
+            Err(refusal) => {
+                self.refuse(sink, Some(id), refusal.code, &refusal.message)
+                    .await
+            }
         }
     }
 
     fn flow(&self, sent: Result<(), ()>) -> Flow {
-        if sent.is_ok() { Flow::Continue } else { Flow::Stop }
+        if sent.is_ok() {
+            Flow::Continue
+        } else {
+            Flow::Stop
+        }
     }
 
     fn set_service_parameters(&mut self, params: Map<String, Value>) {
@@ -393,7 +444,10 @@ impl Connection {
             tracing::info!(what, "denied: token scope too low");
             return Err(Refusal::new(
                 ErrorCode::PermissionDenied,
-                format!("{what} needs {needed}; this token has {}", self.principal.scope),
+                format!(
+                    "{what} needs {needed}; this token has {}",
+                    self.principal.scope
+                ),
             ));
         }
         let handle = &member._guard.handle;
@@ -406,24 +460,56 @@ impl Connection {
     async fn join(&mut self, sink: &mut Sink, env: Envelope, join: JoinSession) -> Flow {
         let id = Some(env.id.clone());
         if self.member.is_some() {
-            return self.refuse(sink, id, ErrorCode::InvalidRequest, "already joined").await;
+            return self
+                .refuse(sink, id, ErrorCode::InvalidRequest, "already joined")
+                .await;
         }
-        if let Err(e) = sessions::check_host(join.session_backend.as_deref(), join.session_class.as_deref()) {
-            return self.refuse(sink, id, ErrorCode::UnsupportedOperation, &e.to_string()).await;
+        if let Err(e) = sessions::check_host(
+            join.session_backend.as_deref(),
+            join.session_class.as_deref(),
+        ) {
+            return self
+                .refuse(sink, id, ErrorCode::UnsupportedOperation, &e.to_string())
+                .await;
         }
         let Some(role) = join.role else {
-            return self.refuse(sink, id, ErrorCode::InvalidRequest, "pty.join_session: role is required").await;
+            return self
+                .refuse(
+                    sink,
+                    id,
+                    ErrorCode::InvalidRequest,
+                    "pty.join_session: role is required",
+                )
+                .await;
         };
         let size = match (join.terminal_size, join.cols, join.rows) {
             (Some(t), _, _) => Some((t.cols.0, t.rows.0)),
             (None, Some(c), Some(r)) => Some((c.0, r.0)),
             (None, None, None) => None,
             _ => {
-                return self.refuse(sink, id, ErrorCode::InvalidRequest, "give both cols and rows").await;
+                return self
+                    .refuse(
+                        sink,
+                        id,
+                        ErrorCode::InvalidRequest,
+                        "give both cols and rows",
+                    )
+                    .await;
             }
         };
-        if join.client_label.as_ref().is_some_and(|l| l.chars().count() > 128) {
-            return self.refuse(sink, id, ErrorCode::InvalidRequest, "client_label is longer than 128 characters").await;
+        if join
+            .client_label
+            .as_ref()
+            .is_some_and(|l| l.chars().count() > 128)
+        {
+            return self
+                .refuse(
+                    sink,
+                    id,
+                    ErrorCode::InvalidRequest,
+                    "client_label is longer than 128 characters",
+                )
+                .await;
         }
         let Some(handle) = self.state.sessions.live(&self.session_id) else {
             return self.replay_closed(sink, id, env.replay_from).await;
@@ -439,7 +525,9 @@ impl Connection {
         };
         let joined = match handle.ask(|r| Command::Join(request, r)).await {
             None => return self.replay_closed(sink, id, env.replay_from).await,
-            Some(Err(refusal)) => return self.refuse(sink, id, refusal.code, &refusal.message).await,
+            Some(Err(refusal)) => {
+                return self.refuse(sink, id, refusal.code, &refusal.message).await;
+            }
             Some(Ok(joined)) => joined,
         };
         self.span.record("client_id", joined.client_id.as_str());
@@ -458,13 +546,19 @@ impl Connection {
     }
 
     /// The joiner's first frames: `RoleAssigned`, any replay, then keyframe and membership.
-    async fn initial_flush(&self, sink: &mut Sink, id: Option<String>, joined: Joined) -> Result<(), ()> {
+    async fn initial_flush(
+        &self,
+        sink: &mut Sink,
+        id: Option<String>,
+        joined: Joined,
+    ) -> Result<(), ()> {
         self.send_bytes(sink, joined.first).await?;
         match joined.replay {
             Replay::None => {}
             Replay::OutOfRange { floor, current } => {
                 let m = replay_out_of_range(floor, current);
-                self.send(sink, error_frame(id, ErrorCode::ReplayOutOfRange, &m)).await?;
+                self.send(sink, error_frame(id, ErrorCode::ReplayOutOfRange, &m))
+                    .await?;
             }
             Replay::Range { store, ring } => {
                 if let Some((after, before)) = store {
@@ -491,7 +585,12 @@ impl Connection {
 
     /// A session that has ended is served from the store: its replay (or its final
     /// keyframe and `Closed`), then goodbye.
-    async fn replay_closed(&self, sink: &mut Sink, id: Option<String>, replay_from: Option<u64>) -> Flow {
+    async fn replay_closed(
+        &self,
+        sink: &mut Sink,
+        id: Option<String>,
+        replay_from: Option<u64>,
+    ) -> Flow {
         let store = &self.state.store;
         let sid = &self.session_id;
         let result: anyhow::Result<()> = async {
@@ -505,13 +604,20 @@ impl Connection {
                 }
                 Some(_) => {
                     let m = replay_out_of_range(floor, last);
-                    let _ = self.send(sink, error_frame(id.clone(), ErrorCode::ReplayOutOfRange, &m)).await;
+                    let _ = self
+                        .send(
+                            sink,
+                            error_frame(id.clone(), ErrorCode::ReplayOutOfRange, &m),
+                        )
+                        .await;
                     store.frames_from_last_keyframe(sid).await?
                 }
                 None => store.frames_from_last_keyframe(sid).await?,
             };
             for f in frames {
-                self.send(sink, f.frame).await.map_err(|()| anyhow::anyhow!("send failed"))?;
+                self.send(sink, f.frame)
+                    .await
+                    .map_err(|()| anyhow::anyhow!("send failed"))?;
             }
             Ok(())
         }

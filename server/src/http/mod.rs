@@ -74,7 +74,10 @@ impl AppState {
 pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
     let api = Router::new()
         .route("/sessions", get(sessions::list).post(sessions::create))
-        .route("/sessions/{sid}", get(sessions::show).delete(sessions::terminate))
+        .route(
+            "/sessions/{sid}",
+            get(sessions::show).delete(sessions::terminate),
+        )
         .route(
             "/sessions/{sid}/share",
             get(sessions::list_shares).post(sessions::share),
@@ -84,7 +87,10 @@ pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
     let instance = api
         .clone()
         .route("/.well-known/agent-card.json", get(card::superset))
-        .route_layer(middleware::from_fn_with_state(state.clone(), known_instance));
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            known_instance,
+        ));
     let ui = Router::new()
         .leptos_routes(&leptos, generate_route_list(app::App), {
             let leptos = leptos.clone();
@@ -157,7 +163,11 @@ impl ApiError {
     }
     pub fn internal(e: anyhow::Error) -> ApiError {
         tracing::error!(error = %format!("{e:#}"), "request failed");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )
     }
 }
 

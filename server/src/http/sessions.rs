@@ -102,7 +102,9 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     require(&who, Scope::Control)?;
     if who.session_id.is_some() {
-        return Err(ApiError::forbidden("a session-bound token cannot create sessions"));
+        return Err(ApiError::forbidden(
+            "a session-bound token cannot create sessions",
+        ));
     }
     let c = body(payload)?;
     let spec = SpecRequest {
@@ -238,10 +240,16 @@ pub async fn revoke_share(
 ) -> Result<StatusCode, ApiError> {
     require(&who, Scope::Control)?;
     visible(&state, &who, &sid).await?;
-    if state.store.revoke_token(&id, Some(&sid), clock::now_ms()).await? {
+    if state
+        .store
+        .revoke_token(&id, Some(&sid), clock::now_ms())
+        .await?
+    {
         tracing::info!(session_id = %sid, link_id = %id, by = %who.token_id, "observer link revoked");
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(ApiError::not_found(format!("no live link {id} on session {sid}")))
+        Err(ApiError::not_found(format!(
+            "no live link {id} on session {sid}"
+        )))
     }
 }

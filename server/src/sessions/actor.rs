@@ -19,8 +19,8 @@ use super::pty::{Exit, InputError, Pty, PtyEvents};
 use super::replay::Ring;
 use super::screen::Screen;
 use super::{
-    Command, JoinRequest, Joined, LiveStatus, Outbound, Refusal, Replay, SessionHandle,
-    Sessions, Settings, encode_frame,
+    Command, JoinRequest, Joined, LiveStatus, Outbound, Refusal, Replay, SessionHandle, Sessions,
+    Settings, encode_frame,
 };
 use crate::auth::Scope;
 use crate::clock;
@@ -164,12 +164,12 @@ impl Actor {
             tokio::select! {
                 biased;
                 Some(cmd) = commands.recv() => {
-                    if let Some(reason) = self.command(cmd) {
-                        if self.close_reason.is_none() {
-                            self.close_reason = Some(reason);
-                            self.pty.signal_group(libc::SIGHUP);
-                            kill_at = Some(Instant::now() + KILL_GRACE);
-                        }
+                    if let Some(reason) = self.command(cmd)
+                        && self.close_reason.is_none()
+                    {
+                        self.close_reason = Some(reason);
+                        self.pty.signal_group(libc::SIGHUP);
+                        kill_at = Some(Instant::now() + KILL_GRACE);
                     }
                 }
                 chunk = output.recv(), if !eof => match chunk {
@@ -412,13 +412,17 @@ impl Actor {
         if role == Role::Observer && self.count(Role::Observer) >= self.settings.max_observers {
             return Err(Refusal::new(
                 ErrorCode::RateLimited,
-                format!("observer capacity ({}) reached", self.settings.max_observers),
+                format!(
+                    "observer capacity ({}) reached",
+                    self.settings.max_observers
+                ),
             ));
         }
         if role == Role::Controller && !self.had_controller {
             self.had_controller = true;
             if let Some((cols, rows)) = req.size {
-                self.apply_resize(cols, rows).map_err(|m| Refusal::new(ErrorCode::Internal, m))?;
+                self.apply_resize(cols, rows)
+                    .map_err(|m| Refusal::new(ErrorCode::Internal, m))?;
             }
         }
         let client_id = uuid::Uuid::now_v7().to_string();
@@ -531,7 +535,9 @@ impl Actor {
     }
 
     fn apply_resize(&mut self, cols: u16, rows: u16) -> Result<(), String> {
-        self.pty.resize(cols, rows).map_err(|e| format!("resize failed: {e}"))?;
+        self.pty
+            .resize(cols, rows)
+            .map_err(|e| format!("resize failed: {e}"))?;
         self.screen.resize(cols, rows);
         self.broadcast(SessionFrame::Resize { cols, rows }, None);
         let _ = self.persist.send(Persist::Size(cols, rows));

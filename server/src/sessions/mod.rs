@@ -107,7 +107,10 @@ impl SpecRequest {
     /// Validates the request into a spec: `argv`, or `command` through `/bin/sh -lc`, or
     /// the login shell.
     pub fn into_spec(self, settings: &Settings) -> Result<SessionSpec, SpecError> {
-        check_host(self.session_backend.as_deref(), self.session_class.as_deref())?;
+        check_host(
+            self.session_backend.as_deref(),
+            self.session_class.as_deref(),
+        )?;
         let invalid = |m: &str| Err(SpecError::Invalid(m.to_owned()));
         let argv = match (self.argv, self.command) {
             (Some(_), Some(_)) => return invalid("give argv or command, not both"),
@@ -349,7 +352,9 @@ impl Sessions {
         for row in store.running_sessions().await? {
             let frames = store.frames_from_last_keyframe(&row.id).await?;
             let screen = rebuild_screen(&frames, row.cols, row.rows);
-            let mut seq = row.last_sequence.max(frames.last().map_or(0, |f| f.sequence));
+            let mut seq = row
+                .last_sequence
+                .max(frames.last().map_or(0, |f| f.sequence));
             let (cols, rows) = screen.size();
             let now = clock::now_ms();
             let mut out = Vec::new();
@@ -471,7 +476,11 @@ impl Sessions {
     }
 
     pub async fn list(&self) -> Result<Vec<SessionView>> {
-        let rows = self.inner.store.list_sessions(&self.inner.instance_id).await?;
+        let rows = self
+            .inner
+            .store
+            .list_sessions(&self.inner.instance_id)
+            .await?;
         Ok(rows.into_iter().map(|r| self.with_live(r)).collect())
     }
 
@@ -497,9 +506,11 @@ impl Sessions {
     /// Ends every running session (each emits its `Closed` and says goodbye) and waits
     /// until their histories are persisted.
     pub async fn shutdown(&self) {
-        let handles: Vec<SessionHandle> = self.inner.live.lock().unwrap().values().cloned().collect();
+        let handles: Vec<SessionHandle> =
+            self.inner.live.lock().unwrap().values().cloned().collect();
         for h in handles {
-            h.tell(Command::Terminate(CloseReason::InstanceTerminated)).await;
+            h.tell(Command::Terminate(CloseReason::InstanceTerminated))
+                .await;
         }
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
@@ -579,13 +590,32 @@ mod tests {
     #[test]
     fn bad_specs_are_refused() {
         for req in [
-            SpecRequest { argv: Some(vec![]), ..Default::default() },
-            SpecRequest { argv: Some(vec!["a".into()]), command: Some("b".into()), ..Default::default() },
-            SpecRequest { cwd: Some("/definitely/not/here".into()), ..Default::default() },
-            SpecRequest { cols: Some(0), ..Default::default() },
-            SpecRequest { rows: Some(2000), ..Default::default() },
+            SpecRequest {
+                argv: Some(vec![]),
+                ..Default::default()
+            },
+            SpecRequest {
+                argv: Some(vec!["a".into()]),
+                command: Some("b".into()),
+                ..Default::default()
+            },
+            SpecRequest {
+                cwd: Some("/definitely/not/here".into()),
+                ..Default::default()
+            },
+            SpecRequest {
+                cols: Some(0),
+                ..Default::default()
+            },
+            SpecRequest {
+                rows: Some(2000),
+                ..Default::default()
+            },
         ] {
-            assert!(matches!(req.into_spec(&settings()), Err(SpecError::Invalid(_))));
+            assert!(matches!(
+                req.into_spec(&settings()),
+                Err(SpecError::Invalid(_))
+            ));
         }
     }
 }

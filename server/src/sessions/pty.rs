@@ -74,7 +74,10 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
                 match reader.read(&mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        if out_tx.blocking_send(Bytes::copy_from_slice(&buf[..n])).is_err() {
+                        if out_tx
+                            .blocking_send(Bytes::copy_from_slice(&buf[..n]))
+                            .is_err()
+                        {
                             break;
                         }
                     }
@@ -87,7 +90,11 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
         .name("pty-write".into())
         .spawn(move || {
             while let Some(data) = in_rx.blocking_recv() {
-                if writer.write_all(&data).and_then(|()| writer.flush()).is_err() {
+                if writer
+                    .write_all(&data)
+                    .and_then(|()| writer.flush())
+                    .is_err()
+                {
                     break;
                 }
             }
@@ -104,7 +111,14 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
             let _ = exit_tx.send(Exit { code });
         })?;
 
-    Ok((Pty { master: pair.master, input, pid }, PtyEvents { output, exit }))
+    Ok((
+        Pty {
+            master: pair.master,
+            input,
+            pid,
+        },
+        PtyEvents { output, exit },
+    ))
 }
 
 impl Pty {

@@ -27,7 +27,8 @@ impl Screen {
     }
 
     pub fn resize(&mut self, cols: u16, rows: u16) {
-        self.vt.resize(usize::from(cols.max(1)), usize::from(rows.max(1)));
+        self.vt
+            .resize(usize::from(cols.max(1)), usize::from(rows.max(1)));
     }
 
     pub fn size(&self) -> (u16, u16) {

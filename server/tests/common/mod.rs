@@ -55,7 +55,10 @@ impl TestServer {
             .arg("--data-dir")
             .arg(dir)
             .args(args)
-            .env("RUST_LOG", "debug,sqlx=warn,hyper=info,tungstenite=info,tokio_tungstenite=info")
+            .env(
+                "RUST_LOG",
+                "debug,sqlx=warn,hyper=info,tungstenite=info,tokio_tungstenite=info",
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .kill_on_drop(true)
@@ -94,7 +97,10 @@ impl TestServer {
         let mut child = self.child.take().expect("running");
         let pid = child.id().unwrap() as i32;
         unsafe { libc_kill(pid, 15) };
-        tokio::time::timeout(WAIT, child.wait()).await.unwrap().unwrap()
+        tokio::time::timeout(WAIT, child.wait())
+            .await
+            .unwrap()
+            .unwrap()
     }
 
     /// SIGKILL: a crash, with no chance to flush or say goodbye.
@@ -157,7 +163,11 @@ impl TestServer {
             .output()
             .await
             .unwrap();
-        assert!(out.status.success(), "token {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "token {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -216,7 +226,9 @@ impl Client {
             "Sec-WebSocket-Protocol",
             HeaderValue::from_str(&bearer_protocols(token)).unwrap(),
         );
-        let (ws, resp) = tokio_tungstenite::connect_async(req).await.expect("upgrade");
+        let (ws, resp) = tokio_tungstenite::connect_async(req)
+            .await
+            .expect("upgrade");
         let protocol = resp.headers()["sec-websocket-protocol"]
             .to_str()
             .unwrap()
@@ -358,8 +370,11 @@ impl Client {
     }
 
     pub async fn input(&mut self, text: &str) -> String {
-        self.send("pty.session_input", json!({ "data": STANDARD.encode(text) }))
-            .await
+        self.send(
+            "pty.session_input",
+            json!({ "data": STANDARD.encode(text) }),
+        )
+        .await
     }
 }
 
@@ -377,11 +392,24 @@ pub fn seq(f: &Value) -> u64 {
 }
 
 pub fn output_bytes(f: &Value) -> Vec<u8> {
-    STANDARD.decode(f["payload"]["data"].as_str().unwrap()).unwrap()
+    STANDARD
+        .decode(f["payload"]["data"].as_str().unwrap())
+        .unwrap()
+}
+
+/// The text of every Output frame among `frames`, in order.
+pub fn output_text(frames: &[Value]) -> String {
+    frames
+        .iter()
+        .filter(|f| kind(f) == "Output")
+        .map(|f| String::from_utf8_lossy(&output_bytes(f)).into_owned())
+        .collect()
 }
 
 pub fn snapshot(f: &Value) -> Vec<u8> {
-    STANDARD.decode(f["payload"]["snapshot"].as_str().unwrap()).unwrap()
+    STANDARD
+        .decode(f["payload"]["snapshot"].as_str().unwrap())
+        .unwrap()
 }
 
 /// Runs `cat` in a fresh session: whatever a controller types comes back as output.
