@@ -450,7 +450,7 @@ async fn closed_is_retained(s: &TestServer, sid: &str, closed: &serde_json::Valu
     .await;
     let (_, frames) = late.until_close().await;
     let replayed: Vec<_> = frames.iter().filter(|f| kind(f) == "Closed").collect();
-    assert_eq!(replayed, vec![closed]);
+    assert_eq!(replayed, vec![closed], "all frames: {frames:?}");
 }
 
 #[tokio::test]

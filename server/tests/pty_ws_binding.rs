@@ -400,7 +400,11 @@ async fn binding_scenario_11_json_clients_get_base64_output_and_send_session_inp
 #[tokio::test]
 async fn binding_scenario_12_sequences_are_strictly_monotonic_across_three_clients() {
     let s = TestServer::start(&[]).await;
-    let sid = cat_session(&s).await;
+    // Without the tty's echo only cat writes, so each row appears exactly once, in order.
+    let sid = s.create_session(json!({ "command": "stty -echo; exec cat" })).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let mut clients = Vec::new();
     for role in ["controller", "observer", "observer"] {
         let mut c = s.attach(&sid, ADMIN).await;
@@ -412,7 +416,7 @@ async fn binding_scenario_12_sequences_are_strictly_monotonic_across_three_clien
     }
     let mut seen: Vec<BTreeMap<u64, Value>> = Vec::new();
     for c in &mut clients {
-        let frames = c.output_until("row 29\r\nrow 29").await;
+        let frames = c.output_until("row 28\r\nrow 29\r\n").await;
         let seqs: Vec<u64> = frames.iter().map(seq).collect();
         assert!(
             seqs.windows(2).all(|w| w[0] < w[1]),

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::auth::{self, Principal, Scope};
 use crate::card::PTY_WS_OPERATIONS;
@@ -159,13 +160,16 @@ impl Connection {
 
     async fn run(mut self, socket: WebSocket) {
         let span = self.span.clone();
-        let _enter = span.enter();
-        let (mut sink, stream) = socket.split();
-        tracing::info!("attached");
-        if self.send(&mut sink, self.hello().await).await.is_ok() {
-            self.serve(&mut sink, stream).await;
+        async move {
+            let (mut sink, stream) = socket.split();
+            tracing::info!("attached");
+            if self.send(&mut sink, self.hello().await).await.is_ok() {
+                self.serve(&mut sink, stream).await;
+            }
+            tracing::info!("detached");
         }
-        tracing::info!("detached");
+        .instrument(span)
+        .await
     }
 
     async fn hello(&self) -> String {

@@ -184,6 +184,18 @@ impl TestServer {
     }
 }
 
+impl Drop for TestServer {
+    /// A failing test leaves its server's log behind and names it.
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(tmp) = self._tmp.take()
+        {
+            let kept = tmp.keep();
+            eprintln!("server log kept: {}", kept.join("stderr.log").display());
+        }
+    }
+}
+
 unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs what the tests need (only when missing) and runs every test: the Rust unit and
+# integration tests (real server, real PTYs, real WebSocket clients), then the UI build and
+# the Playwright tests in Debian's Chromium.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+scripts/setup.sh --e2e
+cargo test --workspace
+cargo leptos build
+(cd end2end && PTYHOST_BIN="$CARGO_TARGET_DIR/debug/ptyhost" npx playwright test)
