@@ -111,6 +111,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             shutdown.cancel();
         }
     };
+    // Terminal frames are small and latency-bound: no Nagle delay on any connection.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(stopping)
         .await?;

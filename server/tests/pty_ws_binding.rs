@@ -401,7 +401,9 @@ async fn binding_scenario_11_json_clients_get_base64_output_and_send_session_inp
 async fn binding_scenario_12_sequences_are_strictly_monotonic_across_three_clients() {
     let s = TestServer::start(&[]).await;
     // Without the tty's echo only cat writes, so each row appears exactly once, in order.
-    let sid = s.create_session(json!({ "command": "stty -echo; exec cat" })).await["session_id"]
+    let sid = s
+        .create_session(json!({ "command": "stty -echo; exec cat" }))
+        .await["session_id"]
         .as_str()
         .unwrap()
         .to_owned();

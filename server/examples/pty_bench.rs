@@ -1,0 +1,310 @@
+//! Measures ptyhost against a raw PTY in the same run and prints one line per figure:
+//! throughput of a flood to one JSON viewer, one-byte echo latency through `cat`, and the
+//! keyframe latency of a joiner on a session with a full replay buffer.
+//!
+//!     cargo run --release -p server --example pty_bench -- [PTYHOST_BIN] [FLOOD_MIB]
+//!
+//! PTYHOST_BIN defaults to the release binary beside this example.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use server::sessions::SessionSpec;
+use server::sessions::pty;
+use tokio::io::AsyncBufReadExt;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+const TOKEN: &str = "bench-admin-token";
+const ECHO_ROUNDS: usize = 500;
+const JOINS: usize = 20;
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let bin = args.next().map(PathBuf::from).unwrap_or_else(|| {
+        let exe = std::env::current_exe().unwrap();
+        exe.parent().unwrap().parent().unwrap().join("ptyhost")
+    });
+    let mib: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(64);
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("flood.txt");
+    let line =
+        "the quick brown fox jumps over the lazy dog 0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ\n";
+    std::fs::write(&file, line.repeat(mib * 1024 * 1024 / line.len()))?;
+    let bytes = std::fs::metadata(&file)?.len() as f64;
+
+    // Baseline: the same PTY reader, no server.
+    let raw = raw_pty_flood(&file).await?;
+    let raw_rate = bytes / raw.as_secs_f64();
+    let raw_echo = raw_pty_echo().await?;
+
+    let (mut child, addr) = start_server(&bin, dir.path()).await?;
+    let http = reqwest::Client::new();
+    let create = |body: Value| {
+        let http = http.clone();
+        let addr = addr.clone();
+        async move {
+            let v: Value = http
+                .post(format!("http://{addr}/agents/local/sessions"))
+                .bearer_auth(TOKEN)
+                .json(&body)
+                .send()
+                .await?
+                .json()
+                .await?;
+            anyhow::Ok(v["session_id"].as_str().unwrap_or_default().to_owned())
+        }
+    };
+
+    // Flood to one JSON viewer.
+    let sid = create(json!({ "command": format!("sleep 1; cat {}", file.display()) })).await?;
+    let mut ws = attach(&addr, &sid).await?;
+    join(&mut ws, "observer", None).await?;
+    let (got, lagged, elapsed) = drain_until_closed(&mut ws).await?;
+    let ws_rate = got as f64 / elapsed.as_secs_f64();
+    println!(
+        "flood: {:.1} MiB/s to one JSON viewer vs {:.1} MiB/s raw PTY read (ratio {:.2}; {} of {} bytes as Output, {} lag events)",
+        ws_rate / 1048576.0,
+        raw_rate / 1048576.0,
+        ws_rate / raw_rate,
+        got,
+        bytes as u64,
+        lagged
+    );
+
+    // Echo of one byte through cat in raw mode.
+    let sid = create(json!({ "command": "stty raw -echo; exec cat" })).await?;
+    let mut ws = attach(&addr, &sid).await?;
+    join(&mut ws, "controller", None).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut times = Vec::with_capacity(ECHO_ROUNDS);
+    for i in 0..ECHO_ROUNDS {
+        let byte = b'a' + (i % 26) as u8;
+        let t = Instant::now();
+        send(
+            &mut ws,
+            "pty.session_input",
+            json!({ "data": STANDARD.encode([byte]) }),
+            None,
+        )
+        .await?;
+        loop {
+            let f = next(&mut ws).await?;
+            if f["payload"]["kind"] == "Output"
+                && STANDARD
+                    .decode(f["payload"]["data"].as_str().unwrap_or(""))?
+                    .contains(&byte)
+            {
+                break;
+            }
+        }
+        times.push(t.elapsed());
+    }
+    let (p50, p99) = percentiles(&mut times);
+    let (r50, r99) = raw_echo;
+    println!(
+        "echo: p50 {:.0} us, p99 {:.0} us through ptyhost vs p50 {:.0} us, p99 {:.0} us raw PTY (ratios {:.1}, {:.1})",
+        us(p50),
+        us(p99),
+        us(r50),
+        us(r99),
+        us(p50) / us(r50),
+        us(p99) / us(r99)
+    );
+
+    // Keyframe for a joiner: empty session vs one whose replay buffer is full.
+    let empty = create(json!({ "command": "exec cat" })).await?;
+    let full = create(json!({ "command": "for i in $(seq 1 3000); do echo line $i; sleep 0.0005; done; exec cat" })).await?;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let e = join_latency(&addr, &empty, None).await?;
+    let f = join_latency(&addr, &full, None).await?;
+    let r = join_latency(&addr, &full, Some(0)).await?;
+    println!(
+        "join: keyframe p50 {:.0} us on a full buffer vs {:.0} us on an empty session (ratio {:.2}); full replay from 0 then keyframe p50 {:.1} ms",
+        us(f),
+        us(e),
+        us(f) / us(e),
+        us(r) / 1000.0
+    );
+
+    unsafe_kill(child.id().unwrap_or(0) as i32);
+    child.wait().await?;
+    Ok(())
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn percentiles(times: &mut [Duration]) -> (Duration, Duration) {
+    times.sort();
+    let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
+    (at(0.50), at(0.99))
+}
+
+fn spec(argv: &[&str]) -> SessionSpec {
+    SessionSpec {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        cwd: None,
+        env: Default::default(),
+        cols: 120,
+        rows: 30,
+        label: None,
+    }
+}
+
+async fn raw_pty_flood(file: &std::path::Path) -> anyhow::Result<Duration> {
+    let (_pty, mut events) = pty::spawn(&spec(&["cat", file.to_str().unwrap()]))?;
+    let t = Instant::now();
+    while events.output.recv().await.is_some() {}
+    Ok(t.elapsed())
+}
+
+async fn raw_pty_echo() -> anyhow::Result<(Duration, Duration)> {
+    let (pty, mut events) = pty::spawn(&spec(&["sh", "-c", "stty raw -echo; exec cat"]))?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    while let Ok(Some(_)) =
+        tokio::time::timeout(Duration::from_millis(50), events.output.recv()).await
+    {}
+    let mut times = Vec::with_capacity(ECHO_ROUNDS);
+    for i in 0..ECHO_ROUNDS {
+        let byte = b'a' + (i % 26) as u8;
+        let t = Instant::now();
+        pty.write(vec![byte]).map_err(|e| anyhow::anyhow!("{e}"))?;
+        while let Some(chunk) = events.output.recv().await {
+            if chunk.contains(&byte) {
+                break;
+            }
+        }
+        times.push(t.elapsed());
+    }
+    Ok(percentiles(&mut times))
+}
+
+async fn start_server(
+    bin: &std::path::Path,
+    dir: &std::path::Path,
+) -> anyhow::Result<(tokio::process::Child, String)> {
+    let mut child = tokio::process::Command::new(bin)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--bootstrap-token",
+            TOKEN,
+            "--data-dir",
+        ])
+        .arg(dir.join("data"))
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Some(line) = lines.next_line().await? {
+        if let Some(addr) = line.strip_prefix("listening on http://") {
+            return Ok((child, addr.to_owned()));
+        }
+    }
+    anyhow::bail!("ptyhost did not start")
+}
+
+fn unsafe_kill(pid: i32) {
+    unsafe extern "C" {
+        fn kill(pid: i32, sig: i32) -> i32;
+    }
+    unsafe {
+        kill(pid, 15);
+    }
+}
+
+async fn attach(addr: &str, sid: &str) -> anyhow::Result<Ws> {
+    let mut req =
+        format!("ws://{addr}/agents/local/sessions/{sid}/attach").into_client_request()?;
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        format!("pty-ws.v1, bearer.{}", URL_SAFE_NO_PAD.encode(TOKEN)).parse()?,
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
+    next(&mut ws).await?; // binding_hello
+    Ok(ws)
+}
+
+async fn send(
+    ws: &mut Ws,
+    op: &str,
+    payload: Value,
+    replay_from: Option<u64>,
+) -> anyhow::Result<()> {
+    let mut env = json!({ "op": op, "id": uuid::Uuid::now_v7().to_string(), "ts": "2026-11-29T00:00:00Z", "payload": payload });
+    if let Some(r) = replay_from {
+        env["replay_from"] = json!(r);
+    }
+    ws.send(Message::Text(env.to_string().into())).await?;
+    Ok(())
+}
+
+async fn next(ws: &mut Ws) -> anyhow::Result<Value> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), ws.next()).await? {
+            Some(Ok(Message::Text(t))) => return Ok(serde_json::from_str(&t)?),
+            Some(Ok(Message::Close(_))) | None => anyhow::bail!("closed"),
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(e.into()),
+        }
+    }
+}
+
+/// Joins and reads the initial flush up to the joiner's own keyframe.
+async fn join(ws: &mut Ws, role: &str, replay_from: Option<u64>) -> anyhow::Result<()> {
+    send(ws, "pty.join_session", json!({ "role": role }), replay_from).await?;
+    let mut role_seq = u64::MAX;
+    loop {
+        let f = next(ws).await?;
+        let s = f["sequence"].as_u64().unwrap_or(0);
+        match f["payload"]["kind"].as_str() {
+            Some("RoleAssigned") => role_seq = s,
+            Some("Keyframe") if s > role_seq => return Ok(()),
+            _ => {}
+        }
+    }
+}
+
+async fn join_latency(addr: &str, sid: &str, replay_from: Option<u64>) -> anyhow::Result<Duration> {
+    let mut times = Vec::with_capacity(JOINS);
+    for _ in 0..JOINS {
+        let mut ws = attach(addr, sid).await?;
+        let t = Instant::now();
+        join(&mut ws, "observer", replay_from).await?;
+        times.push(t.elapsed());
+    }
+    Ok(percentiles(&mut times).0)
+}
+
+/// Counts Output bytes until `Closed`; returns (bytes, lag events, time since the first Output).
+async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<(usize, usize, Duration)> {
+    let (mut got, mut lagged, mut start) = (0, 0, None);
+    loop {
+        let f = next(ws).await?;
+        match f["payload"]["kind"].as_str() {
+            Some("Output") => {
+                start.get_or_insert_with(Instant::now);
+                got += STANDARD
+                    .decode(f["payload"]["data"].as_str().unwrap_or(""))?
+                    .len();
+            }
+            Some("Error") => lagged += 1,
+            Some("Closed") => {
+                return Ok((got, lagged, start.map_or(Duration::ZERO, |s| s.elapsed())));
+            }
+            _ => {}
+        }
+    }
+}
