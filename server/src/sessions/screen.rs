@@ -9,6 +9,7 @@ pub struct Screen {
     vt: avt::Terminal,
     /// Bytes of a UTF-8 sequence split across two reads.
     pending: Vec<u8>,
+    modes: InputModes,
 }
 
 impl Screen {
@@ -17,11 +18,13 @@ impl Screen {
             vt: avt::Terminal::new(usize::from(cols.max(1)), usize::from(rows.max(1)))
                 .expect("dimensions are at least 1"),
             pending: Vec::new(),
+            modes: InputModes::default(),
         }
     }
 
     /// Feeds raw PTY output; a multi-byte character split across calls is kept for the next.
     pub fn feed(&mut self, bytes: &[u8]) {
+        self.modes.feed(bytes);
         let text = decode_utf8_stream(&mut self.pending, bytes);
         self.vt.feed(text.as_str());
     }
@@ -36,11 +39,20 @@ impl Screen {
         (cols as u16, rows as u16)
     }
 
-    /// The keyframe snapshot: a reset followed by avt's screen dump.
+    /// The keyframe snapshot: a reset, avt's screen dump, then the input modes avt does
+    /// not track (mouse reporting, focus events, bracketed paste).
     pub fn snapshot(&self) -> Vec<u8> {
         let mut out = String::from(RESET);
         out.push_str(&self.vt.dump());
+        for mode in &self.modes.set {
+            out.push_str(&format!("\x1b[?{mode}h"));
+        }
         out.into_bytes()
+    }
+
+    /// The tracked input modes that are set, in ascending order.
+    pub fn input_modes(&self) -> Vec<u16> {
+        self.modes.set.iter().copied().collect()
     }
 
     /// The visible text, one string per row with trailing blanks trimmed (for tests and logs).
@@ -68,6 +80,84 @@ impl Screen {
 
     pub fn alternate_screen(&self) -> bool {
         self.vt.active_screen_kind() == avt::ScreenKind::Alternate
+    }
+}
+
+/// DEC private modes that change what the terminal sends, which the emulator ignores.
+const TRACKED_MODES: [u16; 9] = [1000, 1002, 1003, 1004, 1005, 1006, 1015, 1016, 2004];
+
+/// Follows `CSI ? Pm h` / `CSI ? Pm l` (and the resets `ESC c`, `CSI ! p`) across chunk
+/// boundaries for the modes in `TRACKED_MODES`.
+#[derive(Default)]
+struct InputModes {
+    set: std::collections::BTreeSet<u16>,
+    state: ModeParse,
+}
+
+#[derive(Default)]
+enum ModeParse {
+    #[default]
+    Ground,
+    Esc,
+    Csi,
+    Private(Vec<u16>, Option<u16>),
+    Bang,
+}
+
+impl InputModes {
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if matches!(self.state, ModeParse::Ground) {
+                // Output is mostly text: jump to the next escape.
+                match bytes.iter().position(|&b| b == 0x1b) {
+                    Some(i) => bytes = &bytes[i..],
+                    None => return,
+                }
+            }
+            self.step(bytes[0]);
+            bytes = &bytes[1..];
+        }
+    }
+
+    fn step(&mut self, b: u8) {
+        self.state = match (std::mem::take(&mut self.state), b) {
+            (_, 0x1b) => ModeParse::Esc,
+            (ModeParse::Esc, b'[') => ModeParse::Csi,
+            (ModeParse::Esc, b'c') => {
+                self.set.clear();
+                ModeParse::Ground
+            }
+            (ModeParse::Csi, b'?') => ModeParse::Private(Vec::new(), None),
+            (ModeParse::Csi, b'!') => ModeParse::Bang,
+            (ModeParse::Bang, b'p') => {
+                self.set.clear();
+                ModeParse::Ground
+            }
+            (ModeParse::Private(params, cur), b'0'..=b'9') => {
+                let digit = u16::from(b - b'0');
+                let cur = cur
+                    .unwrap_or(0)
+                    .checked_mul(10)
+                    .and_then(|v| v.checked_add(digit));
+                ModeParse::Private(params, cur.or(Some(u16::MAX)))
+            }
+            (ModeParse::Private(mut params, cur), b';') => {
+                params.extend(cur);
+                ModeParse::Private(params, None)
+            }
+            (ModeParse::Private(mut params, cur), b'h' | b'l') => {
+                params.extend(cur);
+                for p in params.into_iter().filter(|p| TRACKED_MODES.contains(p)) {
+                    if b == b'h' {
+                        self.set.insert(p);
+                    } else {
+                        self.set.remove(&p);
+                    }
+                }
+                ModeParse::Ground
+            }
+            _ => ModeParse::Ground,
+        };
     }
 }
 
@@ -115,6 +205,30 @@ mod tests {
         assert_eq!(decode_utf8_stream(&mut pending, &euro[1..]), "€");
         assert_eq!(decode_utf8_stream(&mut pending, b"a\xffb"), "a\u{FFFD}b");
         assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn input_modes_survive_split_chunks_and_reach_the_keyframe() {
+        let mut live = Screen::new(20, 5);
+        for chunk in [
+            &b"\x1b[?20"[..],
+            b"04h\x1b[?1000;10",
+            b"06h\x1b[?25l",
+            b"\x1b[?1000l",
+        ] {
+            live.feed(chunk);
+        }
+        assert_eq!(live.input_modes(), [1006, 2004]);
+        let mut replica = Screen::new(20, 5);
+        replica.feed(b"\x1b[?1003h");
+        replica.feed(&live.snapshot());
+        assert_eq!(
+            replica.input_modes(),
+            [1006, 2004],
+            "the reset clears, the keyframe restores"
+        );
+        live.feed(b"\x1bc");
+        assert!(live.input_modes().is_empty());
     }
 
     /// A curses-style program: alternate screen, scroll region, colours, cursor moves.
