@@ -257,15 +257,7 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
 
     // Bound to its session, observe-only on the control plane too.
     let other = cat_session(&s).await;
-    assert_eq!(
-        upgrade_status(
-            &s.ws_url(&other),
-            &[("Sec-WebSocket-Protocol", &bearer_protocols(&token))]
-        )
-        .await
-        .err(),
-        Some(404)
-    );
+    assert_eq!(bearer_refusal(&s.ws_url(&other), &token).await, Some(404));
     assert_eq!(
         post(&s, &format!("/sessions/{sid}/share"), &token, json!({}))
             .await
@@ -302,15 +294,7 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
-    assert_eq!(
-        upgrade_status(
-            &s.ws_url(&sid),
-            &[("Sec-WebSocket-Protocol", &bearer_protocols(&token))]
-        )
-        .await
-        .err(),
-        Some(401)
-    );
+    assert_eq!(bearer_refusal(&s.ws_url(&sid), &token).await, Some(401));
     assert_eq!(
         get(&s, &format!("/sessions/{sid}/share"), ADMIN).await.1["links"],
         json!([])

@@ -331,11 +331,10 @@ async fn ext_scenario_8_keyframe_cadence_under_sustained_output() {
     ])
     .await;
     let sid = s
-        .create_session(json!({ "command": "sleep 0.5; for i in $(seq 1 60); do echo tick $i; sleep 0.02; done; sleep 30" }))
-        .await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .command_session(
+            "sleep 0.5; for i in $(seq 1 60); do echo tick $i; sleep 0.02; done; sleep 30",
+        )
+        .await;
     let mut obs = s.attach(&sid, ADMIN).await;
     obs.join("observer").await;
     let frames = obs.output_until("tick 60").await;
@@ -369,11 +368,8 @@ async fn ext_scenario_8_keyframe_cadence_under_sustained_output() {
     ])
     .await;
     let sid = s
-        .create_session(json!({ "command": "while true; do echo slow; sleep 0.2; done" }))
-        .await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .command_session("while true; do echo slow; sleep 0.2; done")
+        .await;
     let mut obs = s.attach(&sid, ADMIN).await;
     obs.join("observer").await;
     let start = Instant::now();
@@ -394,7 +390,8 @@ async fn ext_scenario_8_keyframe_cadence_under_sustained_output() {
 #[tokio::test]
 async fn ext_scenario_9_resize_is_broadcast_to_every_client() {
     let s = TestServer::start(&[]).await;
-    let sid = cat_session(&s).await;
+    // Each line typed makes the program print its terminal's size.
+    let sid = s.command_session("while read l; do stty size; done").await;
     let mut ctl = s.attach(&sid, ADMIN).await;
     ctl.join("controller").await;
     let mut o1 = s.attach(&sid, ADMIN).await;
@@ -417,7 +414,9 @@ async fn ext_scenario_9_resize_is_broadcast_to_every_client() {
         seen.iter().all(|s| *s == seen[0]),
         "one frame, one sequence: {seen:?}"
     );
-    // The emulator has the new size too: a joiner's keyframe is 132 columns wide.
+    // The program's terminal has the new size, and so has the emulator behind keyframes.
+    ctl.input("\n").await;
+    o1.output_until("43 132").await;
     let mut sized = s.attach(&sid, ADMIN).await;
     let init = sized.join("observer").await;
     assert_eq!(init[2]["payload"]["snapshot_cols"], 132);
@@ -454,16 +453,43 @@ async fn closed_is_retained(s: &TestServer, sid: &str, closed: &serde_json::Valu
 }
 
 #[tokio::test]
+async fn observer_capacity_is_enforced_and_frees_up_when_one_leaves() {
+    let s = TestServer::start(&["--max-observers", "1"]).await;
+    let sid = cat_session(&s).await;
+    let mut first = s.attach(&sid, ADMIN).await;
+    first.join("observer").await;
+    let mut second = s.attach(&sid, ADMIN).await;
+    let id = second
+        .send("pty.join_session", json!({ "role": "observer" }))
+        .await;
+    let e = second.next().await;
+    assert_eq!(
+        (e["id"].as_str(), e["payload"]["code"].as_str()),
+        (Some(id.as_str()), Some("RATE_LIMITED"))
+    );
+    assert!(
+        e["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("capacity")
+    );
+    // The controller seat is separate from observer capacity.
+    let mut ctl = s.attach(&sid, ADMIN).await;
+    assert_eq!(
+        ctl.join("controller").await[0]["payload"]["role"],
+        "controller"
+    );
+    first.send("pty.leave_session", json!({})).await;
+    first.until_close().await;
+    second.join("observer").await;
+}
+
+#[tokio::test]
 async fn ext_scenario_10_close_lifecycle_emits_exactly_one_closed_each_way() {
     let s = TestServer::start(&[]).await;
 
     // Command exit.
-    let sid = s
-        .create_session(json!({ "command": "read x; echo bye; exit 7" }))
-        .await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = s.command_session("read x; echo bye; exit 7").await;
     let mut c = s.attach(&sid, ADMIN).await;
     c.join("controller").await;
     c.input("\n").await;

@@ -20,7 +20,7 @@ use super::replay::Ring;
 use super::screen::Screen;
 use super::{
     Command, JoinRequest, Joined, LiveStatus, Outbound, Refusal, Replay, SessionHandle, Sessions,
-    Settings, encode_frame,
+    Settings, encode_frame, new_frame,
 };
 use crate::auth::Scope;
 use crate::clock;
@@ -246,15 +246,11 @@ impl Actor {
     /// through its queue (the joiner receives it in its initial flush instead).
     fn broadcast(&mut self, frame: SessionFrame, skip: Option<&str>) -> Bytes {
         let seq = self.next_seq();
-        let json = encode_frame(seq, &frame);
+        let stored = new_frame(seq, &frame, clock::now_ms());
+        let json = stored.frame.clone();
         self.ring.push(seq, json.clone());
         self.ring.evict(self.persisted.borrow().upto);
-        let _ = self.persist.send(Persist::Frame(NewFrame {
-            sequence: seq,
-            kind: frame.kind(),
-            created_at: clock::now_ms(),
-            frame: json.clone(),
-        }));
+        let _ = self.persist.send(Persist::Frame(stored));
         for i in 0..self.members.len() {
             if skip != Some(self.members[i].client_id.as_str()) {
                 self.deliver(i, &json);

@@ -22,7 +22,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::Scope;
 use crate::clock;
-use crate::store::{SessionRow, Store, StoredFrame};
+use crate::store::{NewFrame, SessionRow, Store, StoredFrame};
 
 /// The knobs of every session, from the `serve` flags.
 #[derive(Debug, Clone)]
@@ -182,6 +182,16 @@ pub fn encode_frame(sequence: u64, frame: &SessionFrame) -> Bytes {
         payload: frame,
     };
     Bytes::from(serde_json::to_vec(&out).expect("session frames serialize"))
+}
+
+/// A frame numbered `sequence`, encoded once for clients and ready to persist.
+pub fn new_frame(sequence: u64, frame: &SessionFrame, created_at: i64) -> NewFrame {
+    NewFrame {
+        sequence,
+        kind: frame.kind(),
+        created_at,
+        frame: encode_frame(sequence, frame),
+    }
 }
 
 /// What a connection receives from its session after joining.
@@ -373,12 +383,7 @@ impl Sessions {
                 },
             ] {
                 seq += 1;
-                out.push(crate::store::NewFrame {
-                    sequence: seq,
-                    kind: frame.kind(),
-                    created_at: now,
-                    frame: encode_frame(seq, &frame),
-                });
+                out.push(new_frame(seq, &frame, now));
             }
             store.insert_frames(&row.id, &out).await?;
             store
@@ -441,15 +446,7 @@ impl Sessions {
                 let now = clock::now_ms();
                 self.inner
                     .store
-                    .insert_frames(
-                        &row.id,
-                        &[crate::store::NewFrame {
-                            sequence: 1,
-                            kind: frame.kind(),
-                            created_at: now,
-                            frame: encode_frame(1, &frame),
-                        }],
-                    )
+                    .insert_frames(&row.id, &[new_frame(1, &frame, now)])
                     .await?;
                 self.inner
                     .store

@@ -126,6 +126,14 @@ impl TestServer {
         resp.json().await.unwrap()
     }
 
+    /// Starts a session running `command` through `/bin/sh -lc`; returns its id.
+    pub async fn command_session(&self, command: &str) -> String {
+        self.create_session(json!({ "command": command })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     pub async fn session(&self, sid: &str) -> Value {
         self.http
             .get(self.url(&format!("/sessions/{sid}")))
@@ -207,6 +215,14 @@ pub fn bearer_protocols(token: &str) -> String {
 }
 
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// The HTTP status refusing an upgrade that carries `token` as a subprotocol bearer, or
+/// `None` when the upgrade succeeds.
+pub async fn bearer_refusal(url: &str, token: &str) -> Option<u16> {
+    upgrade_status(url, &[("Sec-WebSocket-Protocol", &bearer_protocols(token))])
+        .await
+        .err()
+}
 
 /// Attempts an upgrade with the given headers; returns the HTTP status of a refusal.
 pub async fn upgrade_status(url: &str, headers: &[(&str, &str)]) -> Result<Ws, u16> {
