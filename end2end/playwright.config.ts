@@ -1,19 +1,18 @@
 import { defineConfig } from '@playwright/test';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 
-// The server under test: the built binary on its own port with a throwaway data dir.
-const port = Number(process.env.PTYHOST_E2E_PORT ?? 3300);
-const bin = process.env.PTYHOST_BIN ?? '../target/debug/ptyhost';
-const dataDir = mkdtempSync(join(tmpdir(), 'ptyhost-e2e-'));
-const adminToken = 'e2e-admin-token';
+// global-setup.ts starts the built server on this port with a fresh data dir and no
+// bootstrap token, and hands the first-start link it prints to the tests.
+export const port = Number(process.env.PTYHOST_E2E_PORT ?? 3300);
 
 export default defineConfig({
   testDir: './tests',
-  timeout: 30_000,
+  globalSetup: './global-setup.ts',
+  timeout: 60_000,
+  expect: { timeout: 10_000 },
   retries: 0,
+  workers: 1,
   reporter: [['list']],
+  outputDir: './test-results',
   use: {
     baseURL: `http://127.0.0.1:${port}`,
     launchOptions: {
@@ -23,12 +22,5 @@ export default defineConfig({
         '--disable-background-networking', '--disable-component-update', '--disable-sync',
       ],
     },
-  },
-  webServer: {
-    command: `${bin} serve --listen 127.0.0.1:${port} --data-dir ${dataDir} --bootstrap-token ${adminToken}`,
-    cwd: '..',
-    url: `http://127.0.0.1:${port}/readyz`,
-    reuseExistingServer: false,
-    timeout: 30_000,
   },
 });

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs, only when missing, what building ptyhost needs: the wasm32 target, cargo-leptos
-# and the wasm-bindgen CLI matching Cargo.lock. With --e2e also Debian's Chromium and the
+# Installs, only when missing, what building ptyhost needs: the wasm32 target, cargo-leptos,
+# the wasm-bindgen CLI matching Cargo.lock, and the xterm.js ESM files from npm. With --e2e also Debian's Chromium and the
 # Playwright package for the end-to-end tests. Safe to run again and again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +15,8 @@ rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup targe
   cargo install cargo-leptos --version "$CARGO_LEPTOS_VERSION" --locked
 [ "$(wasm-bindgen --version 2>/dev/null)" = "wasm-bindgen $WASM_BINDGEN_VERSION" ] ||
   cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+
+scripts/vendor-xterm.sh
 
 if [ "${1:-}" = "--e2e" ]; then
   command -v chromium >/dev/null || {

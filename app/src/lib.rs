@@ -1,15 +1,25 @@
 //! The ptyhost web UI (Leptos, SSR + hydrate) and the wire types it shares with the server.
 
+pub mod api;
+#[cfg(feature = "hydrate")]
+mod client;
+mod sessions;
+mod terminal;
 pub mod wire;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
-use leptos_router::{
-    StaticSegment,
-    components::{Route, Router, Routes},
-};
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::path;
 
-/// The HTML document around the app, rendered on the server.
+use crate::api::Auth;
+
+/// Resolves the bare module names of the xterm-js-rs bindings to the ESM builds of
+/// xterm.js that the build brings from npm into `public/vendor/`.
+const IMPORT_MAP: &str = r#"{"imports":{"xterm":"/vendor/xterm.mjs","xterm-addon-fit":"/vendor/addon-fit.mjs","xterm-addon-unicode11":"/vendor/addon-unicode11.mjs","xterm-addon-webgl":"/vendor/addon-webgl.mjs"}}"#;
+
+/// The HTML document around the app, rendered on the server. The import map must come
+/// before the hydration scripts that import the bindings.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     view! {
         <!DOCTYPE html>
@@ -17,7 +27,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
-                <link rel="icon" href="data:,"/>
+                <script type="importmap" inner_html=IMPORT_MAP></script>
+                <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
+                <link rel="stylesheet" href="/vendor/xterm.css"/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
                 <MetaTags/>
@@ -32,24 +44,101 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    let auth = Auth::new();
+    provide_context(auth);
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| auth.start());
+
     view! {
         <Stylesheet id="leptos" href="/pkg/ptyhost.css"/>
         <Title text="ptyhost"/>
         <Router>
+            <nav class="top">
+                <a href="/" class="brand">"ptyhost"</a>
+                <a href="/card">"Agent card"</a>
+                <span class="who">{move || auth.me.get().map(|m| format!("{}{}", m.label.map(|l| format!("{l} · ")).unwrap_or_default(), m.scope))}</span>
+                <Show when=move || auth.token.get().is_some()>
+                    <button class="small" on:click=move |_| sign_out(auth)>"Sign out"</button>
+                </Show>
+            </nav>
             <main>
                 <Routes fallback=|| view! { <p>"Not found."</p> }>
-                    <Route path=StaticSegment("") view=Home/>
+                    <Route path=path!("/") view=|| view! { <Gate><sessions::SessionsPage/></Gate> }/>
+                    <Route path=path!("/sessions/:sid") view=|| view! { <Gate><terminal::TerminalPage/></Gate> }/>
+                    <Route path=path!("/card") view=CardPage/>
                 </Routes>
             </main>
         </Router>
     }
 }
 
+fn sign_out(auth: Auth) {
+    #[cfg(feature = "hydrate")]
+    auth.sign_out(None);
+    #[cfg(not(feature = "hydrate"))]
+    let _ = auth;
+}
+
+/// Shows its children once signed in, and the sign-in form otherwise.
 #[component]
-fn Home() -> impl IntoView {
+fn Gate(children: ChildrenFn) -> impl IntoView {
+    let auth = expect_context::<Auth>();
     view! {
-        <h1>"ptyhost"</h1>
-        <p>"A terminal agent on the A2A protocol. Sessions are served over pty-ws/v1; the operator console arrives with the web UI."</p>
-        <p><a href="/.well-known/agent-card.json">"Agent card"</a></p>
+        <Show when=move || auth.token.get().is_some() fallback=TokenForm>
+            {children()}
+        </Show>
+    }
+}
+
+/// Manual sign-in: paste a token (links sign in by themselves from their `#token=` part).
+#[component]
+fn TokenForm() -> impl IntoView {
+    let auth = expect_context::<Auth>();
+    let value = RwSignal::new(String::new());
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let token = value.get_untracked().trim().to_owned();
+        if !token.is_empty() {
+            #[cfg(feature = "hydrate")]
+            auth.sign_in(token);
+            value.set(String::new());
+        }
+    };
+    view! {
+        <form class="signin" on:submit=submit>
+            <h1>"Sign in"</h1>
+            {move || auth.refused.get().map(|r| view! { <p class="error" role="alert">{r}</p> })}
+            <p class="muted">"Open the link ptyhost printed on its first start, an observer link, or paste a token."</p>
+            <label>"Access token"
+                <input type="password" name="token" autocomplete="off" prop:value=value on:input=move |ev| value.set(event_target_value(&ev))/>
+            </label>
+            <button type="submit">"Sign in"</button>
+        </form>
+    }
+}
+
+/// The public AgentCard, as clients see it.
+#[component]
+fn CardPage() -> impl IntoView {
+    let card = RwSignal::new(None::<String>);
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        leptos::task::spawn_local(async move {
+            let text = match gloo_net::http::Request::get("/.well-known/agent-card.json").send().await {
+                Ok(resp) => match resp.json::<serde_json::Value>().await {
+                    Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_default(),
+                    Err(e) => e.to_string(),
+                },
+                Err(e) => e.to_string(),
+            };
+            card.set(Some(text));
+        });
+    });
+    view! {
+        <section aria-labelledby="card-title">
+            <h1 id="card-title">"Agent card"</h1>
+            <p><a href="/.well-known/agent-card.json">"/.well-known/agent-card.json"</a></p>
+            <pre class="card">{move || card.get().unwrap_or_else(|| "Loading…".into())}</pre>
+        </section>
     }
 }

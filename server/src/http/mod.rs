@@ -73,6 +73,7 @@ impl AppState {
 
 pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
     let api = Router::new()
+        .route("/me", get(sessions::me))
         .route("/sessions", get(sessions::list).post(sessions::create))
         .route(
             "/sessions/{sid}",
@@ -98,14 +99,40 @@ pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
         })
         .fallback(leptos_axum::file_and_error_handler(app::shell))
         .with_state(leptos);
+    // At the root the API and the UI share `/sessions/{sid}`: a browser navigating there
+    // gets the page, an API client the JSON.
+    let root_api = api.route_layer(middleware::from_fn_with_state(ui.clone(), pages_to_ui));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/.well-known/agent-card.json", get(card::pure))
         .nest("/agents/{instance_id}", instance)
-        .merge(api)
+        .merge(root_api)
         .with_state(state)
-        .merge(ui)
+        .fallback_service(ui)
+}
+
+/// A page navigation: GET, wants HTML, carries no credentials and is no WebSocket upgrade.
+fn is_navigation(req: &Request) -> bool {
+    let headers = req.headers();
+    req.method() == axum::http::Method::GET
+        && !headers.contains_key(header::AUTHORIZATION)
+        && !headers.contains_key(header::UPGRADE)
+        && headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"))
+}
+
+async fn pages_to_ui(State(ui): State<Router>, req: Request, next: Next) -> Response {
+    if is_navigation(&req) {
+        match tower::ServiceExt::oneshot(ui, req).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
+        }
+    } else {
+        next.run(req).await
+    }
 }
 
 /// Only the configured instance exists; any other `{instance_id}` is 404.

@@ -95,6 +95,16 @@ async fn visible(state: &AppState, who: &Principal, sid: &str) -> Result<Session
     state.sessions.view(sid).await?.ok_or_else(not_found)
 }
 
+/// Who the caller is: what the UI needs to show or hide controls.
+pub async fn me(who: Principal) -> Json<Value> {
+    Json(json!({
+        "token_id": who.token_id,
+        "scope": who.scope.as_str(),
+        "session_id": who.session_id,
+        "label": who.label,
+    }))
+}
+
 pub async fn create(
     State(state): State<AppState>,
     who: Principal,

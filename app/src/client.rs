@@ -1,0 +1,466 @@
+//! The browser side of a terminal: xterm.js fed by a pty-ws/v1 connection that joins,
+//! replays after a drop without resetting the screen, hands the controller role back and
+//! forth, and keeps xterm.js from drowning in a flood.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use futures::{FutureExt, SinkExt, StreamExt};
+use gloo_net::websocket::futures::WebSocket;
+use gloo_net::websocket::{Message, WebSocketError};
+use js_sys::Uint8Array;
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use xterm_js_rs::addons::fit::FitAddon;
+use xterm_js_rs::addons::unicode11::Unicode11Addon;
+use xterm_js_rs::addons::webgl::WebglAddon;
+use xterm_js_rs::{Terminal, TerminalOptions};
+
+use crate::terminal::{Closed, Command, TermUi};
+use crate::wire::{self, ClientRef, PtyErrorCode, Role, SessionFrame};
+
+/// Above this many bytes handed to xterm.js and not yet parsed, output is skipped...
+const HIGH_WATER: usize = 512 * 1024;
+/// ...until xterm.js is back below this, when a keyframe catches the screen up.
+const LOW_WATER: usize = 64 * 1024;
+const MAX_BACKOFF_MS: u32 = 10_000;
+
+#[wasm_bindgen]
+extern "C" {
+    /// The parts of xterm.js ≥ 5 that xterm-js-rs does not bind.
+    type TerminalExt;
+    #[wasm_bindgen(method, js_name = write)]
+    fn write_bytes(this: &TerminalExt, data: &Uint8Array, done: &js_sys::Function);
+    #[wasm_bindgen(method, catch, js_name = loadAddon)]
+    fn try_load_addon(this: &TerminalExt, addon: &JsValue) -> Result<(), JsValue>;
+    #[wasm_bindgen(method, getter)]
+    fn unicode(this: &TerminalExt) -> UnicodeHandle;
+    type UnicodeHandle;
+    #[wasm_bindgen(method, setter, js_name = activeVersion)]
+    fn set_active_version(this: &UnicodeHandle, v: &str);
+    #[wasm_bindgen(method, getter)]
+    fn options(this: &TerminalExt) -> TerminalOptions;
+}
+
+fn ext(t: &Terminal) -> &TerminalExt {
+    t.unchecked_ref()
+}
+
+/// Opens xterm.js in `host` and runs the connection until the page goes away.
+pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: TermUi) {
+    let (tx, rx) = unbounded::<Command>();
+    ui.commands.set_value(Some(tx.clone()));
+
+    let options = TerminalOptions::new();
+    options.set_cursor_blink(true);
+    options.set_font_size(14);
+    options.set_scrollback(5000);
+    options.set_disable_stdin(true);
+    // The Unicode 11 width tables (matching the server's emulator) are a "proposed" API.
+    let _ = js_sys::Reflect::set(&options, &"allowProposedApi".into(), &true.into());
+    let term = Rc::new(Terminal::new(&options));
+    let fit = FitAddon::new();
+    term.load_addon(fit.clone().into());
+    let unicode = Unicode11Addon::new();
+    term.load_addon(unicode.into());
+    ext(&term).unicode().set_active_version("11");
+    term.open(host.clone());
+    // WebGL where the browser has it, unless the user chose the DOM renderer
+    // (localStorage "ptyhost.renderer" = "dom"); the DOM renderer otherwise.
+    let dom_chosen = web_sys::window()
+        .and_then(|w| w.local_storage().ok().flatten())
+        .and_then(|s| s.get_item("ptyhost.renderer").ok().flatten())
+        .is_some_and(|r| r == "dom");
+    if !dom_chosen && ext(&term).try_load_addon(&WebglAddon::new(None).into()).is_err() {
+        leptos::logging::log!("WebGL unavailable; using the DOM renderer");
+    }
+
+    let keys = tx.clone();
+    let on_data = Closure::<dyn FnMut(String)>::new(move |data: String| {
+        let _ = keys.unbounded_send(Command::Input(data));
+    });
+    term.on_data(on_data.as_ref().unchecked_ref());
+    on_data.forget();
+    let fits = tx.clone();
+    let on_resize = Closure::<dyn FnMut()>::new(move || {
+        let _ = fits.unbounded_send(Command::Fit);
+    });
+    if let Some(w) = web_sys::window() {
+        let _ = w.add_event_listener_with_callback("resize", on_resize.as_ref().unchecked_ref());
+    }
+    on_resize.forget();
+
+    let screen = Screen {
+        term,
+        fit,
+        host,
+        tx,
+        pending: Rc::new(Cell::new(0)),
+        behind: Rc::new(Cell::new(false)),
+    };
+    leptos::task::spawn_local(run(screen, session_id, token, ui, rx));
+}
+
+/// xterm.js and what is in flight to it.
+struct Screen {
+    term: Rc<Terminal>,
+    fit: FitAddon,
+    host: web_sys::HtmlElement,
+    tx: UnboundedSender<Command>,
+    /// Bytes written to xterm.js whose write callback has not run yet.
+    pending: Rc<Cell<usize>>,
+    /// Output is being skipped until a keyframe catches up.
+    behind: Rc<Cell<bool>>,
+}
+
+impl Screen {
+    fn write(&self, bytes: &[u8]) {
+        let len = bytes.len();
+        self.pending.set(self.pending.get() + len);
+        let (pending, behind, tx) = (self.pending.clone(), self.behind.clone(), self.tx.clone());
+        let done = Closure::once_into_js(move || {
+            let left = pending.get().saturating_sub(len);
+            pending.set(left);
+            if behind.get() && left < LOW_WATER {
+                let _ = tx.unbounded_send(Command::CatchUp);
+            }
+        });
+        ext(&self.term).write_bytes(&Uint8Array::from(bytes), done.unchecked_ref());
+        if self.pending.get() > HIGH_WATER {
+            self.behind.set(true);
+        }
+    }
+
+    /// Repaints from a keyframe: reset, the observer's size, then the snapshot.
+    fn repaint(&self, snapshot: &[u8], cols: u16, rows: u16, resize: bool) {
+        self.term.reset();
+        if resize {
+            self.resize_to(cols, rows);
+        }
+        self.write(snapshot);
+        self.behind.set(false);
+    }
+
+    /// An observer follows the controller's size and scales to fit its pane.
+    fn resize_to(&self, cols: u16, rows: u16) {
+        self.term.resize(u32::from(cols), u32::from(rows));
+        let Some(el) = self.host.first_element_child() else { return };
+        let Ok(el) = el.dyn_into::<web_sys::HtmlElement>() else { return };
+        let _ = el.style().remove_property("transform");
+        let (have, need) = (self.host.client_width(), el.scroll_width());
+        if need > have && have > 0 {
+            let _ = el.style().set_property("transform", &format!("scale({})", f64::from(have) / f64::from(need)));
+            let _ = el.style().set_property("transform-origin", "top left");
+        }
+    }
+
+    /// The size that fills the pane, for a controller.
+    fn fitted(&self) -> Option<(u16, u16)> {
+        let d = self.fit.propose_dimensions();
+        let get = |k: &str| js_sys::Reflect::get(&d, &k.into()).ok()?.as_f64();
+        let (cols, rows) = (get("cols")?, get("rows")?);
+        (cols >= 1.0 && rows >= 1.0).then(|| (cols.min(1024.0) as u16, rows.min(1024.0) as u16))
+    }
+}
+
+/// Where the stream stands, across reconnects.
+struct Cursor {
+    /// The last sequence whose effect is on screen.
+    last: u64,
+    /// The next keyframe must be applied (a fresh page, a lag, an out-of-range replay).
+    need_keyframe: bool,
+    role: Role,
+    wanted: Role,
+    client_id: Option<String>,
+    size: (u16, u16),
+    /// The session has ended: no reconnecting.
+    over: bool,
+    catch_up_in_flight: bool,
+}
+
+fn envelope(op: &str, payload: serde_json::Value, replay_from: Option<u64>) -> String {
+    let mut env = serde_json::json!({
+        "op": op,
+        "id": format!("ui-{}", js_sys::Math::random().to_bits()),
+        "ts": String::from(js_sys::Date::new_0().to_iso_string()),
+        "payload": payload,
+    });
+    if let Some(r) = replay_from {
+        env["replay_from"] = r.into();
+    }
+    if op == "pty.join_session" {
+        env["extensions"] = serde_json::json!([wire::EXTENSION_URI]);
+    }
+    env.to_string()
+}
+
+async fn run(screen: Screen, session_id: String, token: String, ui: TermUi, mut commands: UnboundedReceiver<Command>) {
+    let location = web_sys::window().map(|w| w.location());
+    let host = location.as_ref().and_then(|l| l.host().ok()).unwrap_or_default();
+    let scheme = match location.and_then(|l| l.protocol().ok()).as_deref() {
+        Some("https:") => "wss",
+        _ => "ws",
+    };
+    let url = format!("{scheme}://{host}/sessions/{session_id}/attach");
+    let bearer = format!("{}{}", wire::BEARER_SUBPROTOCOL_PREFIX, URL_SAFE_NO_PAD.encode(&token));
+    let mut cursor = Cursor {
+        last: 0,
+        need_keyframe: true,
+        role: Role::Observer,
+        wanted: Role::Observer,
+        client_id: None,
+        size: (0, 0),
+        over: false,
+        catch_up_in_flight: false,
+    };
+    let mut backoff = 500u32;
+    loop {
+        ui.status.try_set("connecting".into());
+        let Ok(ws) = WebSocket::open_with_protocols(&url, &[wire::SUBPROTOCOL_JSON, bearer.as_str()]) else {
+            ui.status.try_set("cannot open a WebSocket here".into());
+            return;
+        };
+        let (mut sink, mut stream) = ws.split();
+        let mut live = false;
+        loop {
+            futures::select! {
+                msg = stream.next().fuse() => match msg {
+                    Some(Ok(Message::Text(text))) => {
+                        for out in on_frame(&text, &screen, &mut cursor, &ui) {
+                            let _ = sink.send(Message::Text(out)).await;
+                        }
+                        if !live && cursor.client_id.is_some() {
+                            live = true;
+                            backoff = 500;
+                            ui.status.try_set("live".into());
+                        }
+                    }
+                    Some(Ok(Message::Bytes(_))) => {}
+                    Some(Err(WebSocketError::ConnectionClose(_))) | Some(Err(_)) | None => break,
+                },
+                cmd = commands.next() => match cmd {
+                    None => {
+                        let _ = sink.close().await;
+                        screen.term.dispose();
+                        return;
+                    }
+                    Some(cmd) => {
+                        if let Some(out) = on_command(cmd, &screen, &mut cursor, &ui) {
+                            let _ = sink.send(Message::Text(out)).await;
+                        }
+                    }
+                },
+            }
+        }
+        cursor.client_id = None;
+        ui.members.try_set((Vec::new(), Vec::new()));
+        if cursor.over {
+            ui.status.try_set("session ended".into());
+            return;
+        }
+        // A refused token ends here with a reason; anything else is retried with backoff.
+        if let Err(f) = crate::api::get::<crate::api::Me>("/me", &token).await
+            && f.status == 401
+        {
+            ui.status.try_set("signed out".into());
+            ui.auth.sign_out(Some("This link was revoked or has expired.".into()));
+            return;
+        }
+        ui.status.try_set(format!("reconnecting in {:.1} s", f64::from(backoff) / 1000.0));
+        let wait = gloo_timers::future::TimeoutFuture::new(backoff).fuse();
+        futures::pin_mut!(wait);
+        loop {
+            futures::select! {
+                _ = wait => break,
+                cmd = commands.next() => match cmd {
+                    None => return,
+                    Some(Command::RequestRole(role)) => cursor.wanted = role,
+                    Some(_) => {}
+                },
+            }
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF_MS);
+    }
+}
+
+/// Applies one server frame; returns the frames to send in answer.
+fn on_frame(text: &str, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Vec<String> {
+    let Ok(env) = serde_json::from_str::<wire::Envelope>(text) else {
+        return Vec::new();
+    };
+    match env.op.as_str() {
+        "binding_hello" => {
+            let replay_from = (c.last > 0).then_some(c.last);
+            let role = match c.wanted {
+                Role::Controller => "controller",
+                Role::Observer => "observer",
+            };
+            vec![envelope("pty.join_session", serde_json::json!({ "role": role }), replay_from)]
+        }
+        "binding_goodbye" => {
+            if env.payload["reason"] == "session_closed" {
+                c.over = true;
+            }
+            Vec::new()
+        }
+        "Error" => {
+            let code = env.payload["code"].as_str().unwrap_or_default();
+            match code {
+                "REPLAY_OUT_OF_RANGE" => c.need_keyframe = true,
+                "RATE_LIMITED" if c.catch_up_in_flight => {
+                    // Keyframes are limited to one a second: ask again shortly.
+                    c.catch_up_in_flight = false;
+                    let tx = screen.tx.clone();
+                    leptos::task::spawn_local(async move {
+                        gloo_timers::future::TimeoutFuture::new(1000).await;
+                        let _ = tx.unbounded_send(Command::CatchUp);
+                    });
+                }
+                _ => {
+                    ui.notice.try_set(env.payload["message"].as_str().map(str::to_owned));
+                }
+            }
+            Vec::new()
+        }
+        wire::OP_SESSION_FRAME => {
+            let seq = env.sequence.unwrap_or(0);
+            match serde_json::from_value::<SessionFrame>(env.payload) {
+                Ok(frame) => on_session_frame(frame, seq, screen, c, ui),
+                Err(_) => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn on_session_frame(frame: SessionFrame, seq: u64, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Vec<String> {
+    match frame {
+        SessionFrame::Output { data, .. } => {
+            if seq > c.last {
+                c.last = seq;
+                if screen.behind.get() {
+                    c.need_keyframe = true;
+                } else {
+                    screen.write(&data.0);
+                }
+            }
+        }
+        SessionFrame::Keyframe {
+            snapshot,
+            snapshot_cols,
+            snapshot_rows,
+            anchor_sequence,
+            ..
+        } => {
+            let catching_up = c.need_keyframe && screen.pending.get() < HIGH_WATER;
+            if catching_up || anchor_sequence > c.last {
+                screen.repaint(&snapshot.0, snapshot_cols, snapshot_rows, c.role == Role::Observer);
+                c.size = (snapshot_cols, snapshot_rows);
+                c.need_keyframe = false;
+                c.catch_up_in_flight = false;
+            }
+            c.last = c.last.max(anchor_sequence);
+        }
+        SessionFrame::Resize { cols, rows } => {
+            c.last = c.last.max(seq);
+            c.size = (cols, rows);
+            if c.role == Role::Observer {
+                screen.resize_to(cols, rows);
+            }
+        }
+        SessionFrame::RoleAssigned { role, client_id, reason, .. } => {
+            c.role = role;
+            c.client_id = Some(client_id.clone());
+            ui.client_id.try_set(Some(client_id));
+            ui.role.try_set(Some(role));
+            ui.notice.try_set(reason);
+            ext(&screen.term).options().set_disable_stdin(role == Role::Observer);
+            if role == Role::Controller {
+                screen.term.focus();
+                return fit(screen, c);
+            }
+            if c.size.0 > 0 {
+                screen.resize_to(c.size.0, c.size.1);
+            }
+        }
+        SessionFrame::MembershipChanged { controllers, observers } => {
+            let refs = |v: Vec<ClientRef>| v.into_iter().map(|r| (r.client_id, r.label)).collect();
+            ui.members.try_set((refs(controllers), refs(observers)));
+        }
+        SessionFrame::Closed { exit_code, reason, detail } => {
+            ui.closed.try_set(Some(Closed {
+                exit_code,
+                reason: serde_json::to_value(reason).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                detail,
+            }));
+        }
+        SessionFrame::Error { code, message } => {
+            if code == PtyErrorCode::PtyOutputLagged {
+                c.need_keyframe = true;
+            } else {
+                ui.notice.try_set(Some(message));
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// A controller sizes the PTY to its pane.
+fn fit(screen: &Screen, c: &mut Cursor) -> Vec<String> {
+    match screen.fitted() {
+        Some(size) if size != c.size => {
+            c.size = size;
+            screen.term.resize(u32::from(size.0), u32::from(size.1));
+            vec![envelope("pty.session_resize", serde_json::json!({ "cols": size.0, "rows": size.1 }), None)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Option<String> {
+    let joined = c.client_id.is_some();
+    match cmd {
+        Command::Input(data) if joined && c.role == Role::Controller => Some(envelope(
+            "pty.session_input",
+            serde_json::json!({ "data": STANDARD.encode(data.as_bytes()) }),
+            None,
+        )),
+        Command::Input(_) => None,
+        Command::Fit if joined && c.role == Role::Controller => fit(screen, c).into_iter().next(),
+        Command::Fit => {
+            if c.size.0 > 0 {
+                screen.resize_to(c.size.0, c.size.1);
+            }
+            None
+        }
+        Command::RequestRole(role) => {
+            c.wanted = role;
+            ui.notice.try_set(None);
+            joined.then(|| match role {
+                Role::Controller => envelope("pty.request_role", serde_json::json!({ "role": "controller" }), None),
+                Role::Observer => envelope("pty.release_role", serde_json::json!({}), None),
+            })
+        }
+        Command::Resync => {
+            c.need_keyframe = true;
+            c.catch_up_in_flight = true;
+            joined.then(|| envelope("pty.request_keyframe", serde_json::json!({}), None))
+        }
+        Command::CatchUp if joined && c.need_keyframe && !c.catch_up_in_flight => {
+            c.catch_up_in_flight = true;
+            Some(envelope("pty.request_keyframe", serde_json::json!({}), None))
+        }
+        Command::CatchUp => None,
+    }
+}
+
+/// Copies text to the clipboard (best effort: the link is also shown on the page).
+pub fn copy_to_clipboard(text: &str) {
+    if let Some(w) = web_sys::window() {
+        let _ = w.navigator().clipboard().write_text(text);
+    }
+}

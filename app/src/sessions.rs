@@ -1,0 +1,220 @@
+//! The sessions page (`/`): every session, live; start one; end one.
+
+use leptos::prelude::*;
+
+use crate::api::{Auth, SessionView};
+use crate::terminal::short;
+
+/// How often the list refreshes.
+#[cfg(feature = "hydrate")]
+const REFRESH_MS: u32 = 2000;
+
+#[component]
+pub fn SessionsPage() -> impl IntoView {
+    let auth = expect_context::<Auth>();
+    let sessions = RwSignal::new(Vec::<SessionView>::new());
+    let loaded = RwSignal::new(false);
+    let error = RwSignal::new(None::<String>);
+    let now_ms = RwSignal::new(0.0f64);
+
+    #[cfg(feature = "hydrate")]
+    let load = move || {
+        let Some(token) = auth.token.get_untracked() else { return };
+        leptos::task::spawn_local(async move {
+            match crate::api::get::<crate::api::SessionList>("/sessions", &token).await {
+                Ok(list) => {
+                    now_ms.try_set(js_sys::Date::now());
+                    sessions.try_set(list.sessions);
+                    loaded.try_set(true);
+                    error.try_set(None);
+                }
+                Err(f) => {
+                    error.try_set(Some(auth.check(f)));
+                }
+            }
+        });
+    };
+    #[cfg(feature = "hydrate")]
+    {
+        let alive = RwSignal::new(true);
+        on_cleanup(move || alive.set(false));
+        Effect::new(move |_| {
+            let Some(token) = auth.token.get() else { return };
+            leptos::task::spawn_local(async move {
+                while alive.try_get_untracked().unwrap_or(false)
+                    && auth.token.get_untracked().as_deref() == Some(token.as_str())
+                {
+                    load();
+                    gloo_timers::future::TimeoutFuture::new(REFRESH_MS).await;
+                }
+            });
+        });
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let load = move || {};
+
+    let can_control = move || auth.me.get().is_some_and(|m| m.can_control());
+    let terminate = move |sid: String| {
+        #[cfg(feature = "hydrate")]
+        {
+            let Some(token) = auth.token.get_untracked() else { return };
+            leptos::task::spawn_local(async move {
+                match crate::api::delete(&format!("/sessions/{sid}"), &token).await {
+                    Ok(()) => load(),
+                    Err(f) => {
+                        error.try_set(Some(auth.check(f)));
+                    }
+                }
+            });
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = sid;
+    };
+
+    view! {
+        <section aria-labelledby="sessions-title">
+            <h1 id="sessions-title">"Sessions"</h1>
+            {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
+            <Show when=can_control>
+                <NewSession on_created=Callback::new(move |()| load()) />
+            </Show>
+            <Show when=move || loaded.get() fallback=|| view! { <p class="muted">"Loading sessions…"</p> }>
+                <Show when=move || !sessions.get().is_empty() fallback=|| view! { <p class="muted">"No sessions yet."</p> }>
+                    <div class="table-wrap">
+                        <table class="sessions">
+                            <thead>
+                                <tr>
+                                    <th scope="col">"Session"</th>
+                                    <th scope="col">"Command"</th>
+                                    <th scope="col">"State"</th>
+                                    <th scope="col">"Size"</th>
+                                    <th scope="col">"Age"</th>
+                                    <th scope="col">"Viewers"</th>
+                                    <th scope="col"><span class="sr-only">"Actions"</span></th>
+                                </tr>
+                            </thead>
+                            <tbody>
+                                <For each=move || sessions.get() key=|s| (s.session_id.clone(), s.state.clone(), s.controllers, s.observers, s.cols, s.rows) let:s>
+                                    {
+                                        let sid = s.session_id.clone();
+                                        let running = s.state == "running";
+                                        let state = match (running, s.exit_code) {
+                                            (true, _) => "running".to_owned(),
+                                            (false, Some(code)) => format!("exited {code}"),
+                                            (false, None) => "closed".to_owned(),
+                                        };
+                                        let created = s.created_at.clone();
+                                        view! {
+                                            <tr data-session=s.session_id.clone() data-state=s.state.clone()>
+                                                <td><a href=format!("/sessions/{}", s.session_id)>{s.label.clone().unwrap_or_else(|| short(&s.session_id))}</a></td>
+                                                <td><code>{s.command()}</code></td>
+                                                <td>{state}</td>
+                                                <td>{format!("{}×{}", s.cols, s.rows)}</td>
+                                                <td>{move || age(&created, now_ms.get())}</td>
+                                                <td>{format!("{} controlling, {} watching", s.controllers, s.observers)}</td>
+                                                <td>
+                                                    <Show when=move || running && can_control()>
+                                                        {
+                                                            let sid = sid.clone();
+                                                            view! { <button class="small danger" on:click=move |_| terminate(sid.clone())>"Terminate"</button> }
+                                                        }
+                                                    </Show>
+                                                </td>
+                                            </tr>
+                                        }
+                                    }
+                                </For>
+                            </tbody>
+                        </table>
+                    </div>
+                </Show>
+            </Show>
+        </section>
+    }
+}
+
+/// "3 min" from an RFC 3339 time and the current time in ms.
+fn age(created_at: &str, now_ms: f64) -> String {
+    #[cfg(feature = "hydrate")]
+    let secs = ((now_ms - js_sys::Date::parse(created_at)) / 1000.0).max(0.0) as u64;
+    #[cfg(not(feature = "hydrate"))]
+    let secs = {
+        let _ = (created_at, now_ms);
+        0u64
+    };
+    match secs {
+        0..60 => format!("{secs} s"),
+        60..3600 => format!("{} min", secs / 60),
+        3600..86400 => format!("{} h", secs / 3600),
+        _ => format!("{} d", secs / 86400),
+    }
+}
+
+/// The form that starts a session: a command (empty: the login shell), directory and size.
+#[component]
+fn NewSession(on_created: Callback<()>) -> impl IntoView {
+    let auth = expect_context::<Auth>();
+    let command = RwSignal::new(String::new());
+    let cwd = RwSignal::new(String::new());
+    let cols = RwSignal::new("120".to_owned());
+    let rows = RwSignal::new("30".to_owned());
+    let error = RwSignal::new(None::<String>);
+    let navigate = leptos_router::hooks::use_navigate();
+
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let mut body = serde_json::json!({});
+        let text = command.get_untracked();
+        if !text.trim().is_empty() {
+            body["command"] = text.into();
+        }
+        let dir = cwd.get_untracked();
+        if !dir.trim().is_empty() {
+            body["cwd"] = dir.into();
+        }
+        for (key, value) in [("cols", cols.get_untracked()), ("rows", rows.get_untracked())] {
+            match value.trim().parse::<u16>() {
+                Ok(n) if (1..=1024).contains(&n) => body[key] = n.into(),
+                _ => {
+                    error.set(Some(format!("{key} must be a number from 1 to 1024")));
+                    return;
+                }
+            }
+        }
+        #[cfg(feature = "hydrate")]
+        {
+            let Some(token) = auth.token.get_untracked() else { return };
+            let navigate = navigate.clone();
+            leptos::task::spawn_local(async move {
+                #[derive(serde::Deserialize)]
+                struct Created {
+                    session_id: String,
+                }
+                match crate::api::post::<Created>("/sessions", &token, body).await {
+                    Ok(s) => {
+                        error.try_set(None);
+                        on_created.run(());
+                        navigate(&format!("/sessions/{}", s.session_id), Default::default());
+                    }
+                    Err(f) => {
+                        error.try_set(Some(auth.check(f)));
+                    }
+                }
+            });
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (body, &navigate, auth, on_created);
+    };
+
+    view! {
+        <form class="new-session" on:submit=submit aria-labelledby="new-title">
+            <h2 id="new-title">"New session"</h2>
+            <label>"Command" <input name="command" placeholder="empty: login shell" prop:value=command on:input=move |ev| command.set(event_target_value(&ev))/></label>
+            <label>"Directory" <input name="cwd" placeholder="default: server's" prop:value=cwd on:input=move |ev| cwd.set(event_target_value(&ev))/></label>
+            <label>"Columns" <input name="cols" inputmode="numeric" size="4" prop:value=cols on:input=move |ev| cols.set(event_target_value(&ev))/></label>
+            <label>"Rows" <input name="rows" inputmode="numeric" size="4" prop:value=rows on:input=move |ev| rows.set(event_target_value(&ev))/></label>
+            <button type="submit">"Start session"</button>
+            {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
+        </form>
+    }
+}

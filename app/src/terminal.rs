@@ -1,0 +1,294 @@
+//! The terminal page (`/sessions/{sid}`): the live terminal, who is attached, the
+//! controller handoff, and the read-only links of the session.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_params_map;
+
+use crate::api::{Auth, ShareLink};
+use crate::wire::Role;
+
+/// What the page asks of its connection (the browser build sends all of them).
+#[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+pub enum Command {
+    Input(String),
+    Fit,
+    RequestRole(Role),
+    /// Repaint from a fresh keyframe (the Resync button).
+    Resync,
+    /// Output was skipped under a flood; a keyframe catches the screen up once drained.
+    CatchUp,
+}
+
+/// A member as shown: client id and label.
+pub type Member = (String, Option<String>);
+
+/// How the session ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Closed {
+    pub exit_code: Option<i32>,
+    pub reason: String,
+    pub detail: Option<String>,
+}
+
+/// The page's view of its connection, written by the connection task.
+#[derive(Clone, Copy)]
+pub struct TermUi {
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    pub auth: Auth,
+    pub status: RwSignal<String>,
+    pub role: RwSignal<Option<Role>>,
+    pub client_id: RwSignal<Option<String>>,
+    /// (controllers, observers) as (client id, label).
+    pub members: RwSignal<(Vec<Member>, Vec<Member>)>,
+    pub closed: RwSignal<Option<Closed>>,
+    pub notice: RwSignal<Option<String>>,
+    #[cfg(feature = "hydrate")]
+    pub commands: StoredValue<Option<futures::channel::mpsc::UnboundedSender<Command>>, LocalStorage>,
+}
+
+impl TermUi {
+    fn new(auth: Auth) -> TermUi {
+        TermUi {
+            auth,
+            status: RwSignal::new("starting".into()),
+            role: RwSignal::new(None),
+            client_id: RwSignal::new(None),
+            members: RwSignal::new((Vec::new(), Vec::new())),
+            closed: RwSignal::new(None),
+            notice: RwSignal::new(None),
+            #[cfg(feature = "hydrate")]
+            commands: StoredValue::new_local(None),
+        }
+    }
+
+    fn send(&self, cmd: Command) {
+        #[cfg(feature = "hydrate")]
+        self.commands.with_value(|tx| {
+            if let Some(tx) = tx {
+                let _ = tx.unbounded_send(cmd);
+            }
+        });
+        #[cfg(not(feature = "hydrate"))]
+        let _ = cmd;
+    }
+}
+
+#[component]
+pub fn TerminalPage() -> impl IntoView {
+    let auth = expect_context::<Auth>();
+    let params = use_params_map();
+    let sid = move || params.read().get("sid").unwrap_or_default();
+    let ui = TermUi::new(auth);
+    let host = NodeRef::<leptos::html::Div>::new();
+
+    #[cfg(feature = "hydrate")]
+    {
+        let started = StoredValue::new(false);
+        Effect::new(move |_| {
+            let (Some(el), Some(token)) = (host.get(), auth.token.get()) else {
+                return;
+            };
+            if started.get_value() {
+                return;
+            }
+            started.set_value(true);
+            crate::client::start(el.into(), sid(), token, ui);
+        });
+        on_cleanup(move || ui.commands.set_value(None));
+    }
+
+    let me_controls = move || auth.me.get().is_some_and(|m| m.can_control());
+    let is_controller = move || ui.role.get() == Some(Role::Controller);
+    let holder = move || {
+        let mine = ui.client_id.get();
+        ui.members.with(|(controllers, _)| {
+            controllers
+                .iter()
+                .find(|(id, _)| Some(id) != mine.as_ref())
+                .map(|(id, label)| label.clone().unwrap_or_else(|| short(id)))
+        })
+    };
+    let take_blocked = move || {
+        if ui.closed.get().is_some() {
+            Some("The session has ended.".to_owned())
+        } else if !me_controls() {
+            Some("Read-only link: this token can watch but not control.".to_owned())
+        } else {
+            holder().map(|h| format!("{h} has control; they must release it first."))
+        }
+    };
+
+    view! {
+        <section class="terminal-page" aria-labelledby="term-title">
+            <header class="term-bar">
+                <a href="/" class="back">"← Sessions"</a>
+                <h1 id="term-title">"Session " <code>{move || short(&sid())}</code></h1>
+                <span class="status" role="status" data-status=move || ui.status.get()>{move || ui.status.get()}</span>
+                <span class="role" data-role=move || role_name(ui.role.get())>{move || role_name(ui.role.get())}</span>
+            </header>
+            <div class="term-actions">
+                <Show
+                    when=is_controller
+                    fallback=move || view! {
+                        <button
+                            on:click=move |_| ui.send(Command::RequestRole(Role::Controller))
+                            prop:disabled=move || take_blocked().is_some()
+                            title=move || take_blocked().unwrap_or_default()
+                        >"Take control"</button>
+                    }
+                >
+                    <button on:click=move |_| ui.send(Command::RequestRole(Role::Observer))>"Release"</button>
+                </Show>
+                <button on:click=move |_| ui.send(Command::Resync) title="Repaint the screen from a fresh keyframe">"Resync"</button>
+                <span class="reason">{move || if is_controller() { None } else { take_blocked() }}</span>
+            </div>
+            {move || ui.closed.get().map(|c| view! {
+                <p class="banner" role="alert">
+                    {format!("Session ended ({}){}", c.reason, c.exit_code.map(|e| format!(", exit code {e}")).unwrap_or_default())}
+                    {c.detail.map(|d| format!(": {d}"))}
+                </p>
+            })}
+            {move || ui.notice.get().map(|n| view! { <p class="notice" role="status">{n}</p> })}
+            <div class="term-layout">
+                <div class="term-host" node_ref=host aria-label="Terminal"></div>
+                <aside class="side">
+                    <h2>"Attached"</h2>
+                    <ul class="members" aria-label="Members">
+                        {move || {
+                            let mine = ui.client_id.get();
+                            let (controllers, observers) = ui.members.get();
+                            controllers.into_iter().map(|m| (m, "controller")).chain(observers.into_iter().map(|m| (m, "observer")))
+                                .map(|((id, label), role)| {
+                                    let me = if Some(&id) == mine.as_ref() { " (you)" } else { "" };
+                                    let name = label.unwrap_or_else(|| short(&id));
+                                    view! { <li data-role=role>{format!("{name}{me}")} <span class="tag">{role}</span></li> }
+                                })
+                                .collect_view()
+                        }}
+                    </ul>
+                    <Show when=me_controls>
+                        <ShareLinks sid=Signal::derive(sid) />
+                    </Show>
+                </aside>
+            </div>
+        </section>
+    }
+}
+
+fn role_name(role: Option<Role>) -> &'static str {
+    match role {
+        Some(Role::Controller) => "controller",
+        Some(Role::Observer) => "observer",
+        None => "not joined",
+    }
+}
+
+pub fn short(id: &str) -> String {
+    id.chars().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect()
+}
+
+/// Mint, copy, list and revoke read-only observer links.
+#[component]
+fn ShareLinks(sid: Signal<String>) -> impl IntoView {
+    let auth = expect_context::<Auth>();
+    let links = RwSignal::new(Vec::<ShareLink>::new());
+    let latest = RwSignal::new(None::<String>);
+    let error = RwSignal::new(None::<String>);
+
+    #[cfg(feature = "hydrate")]
+    let refresh = move || {
+        let Some(token) = auth.token.get_untracked() else { return };
+        leptos::task::spawn_local(async move {
+            match crate::api::get::<crate::api::ShareLinks>(&format!("/sessions/{}/share", sid.get_untracked()), &token).await {
+                Ok(l) => {
+                    links.try_set(l.links);
+                }
+                Err(f) => {
+                    error.try_set(Some(auth.check(f)));
+                }
+            }
+        });
+    };
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (auth, sid);
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        if auth.token.get().is_some() {
+            refresh();
+        }
+    });
+
+    let share = move |_| {
+        #[cfg(feature = "hydrate")]
+        {
+            let Some(token) = auth.token.get_untracked() else { return };
+            leptos::task::spawn_local(async move {
+                let body = serde_json::json!({ "ttl_secs": 3600, "label": "shared from the web UI" });
+                match crate::api::post::<crate::api::NewLink>(&format!("/sessions/{}/share", sid.get_untracked()), &token, body).await {
+                    Ok(link) => {
+                        crate::client::copy_to_clipboard(&link.url);
+                        latest.try_set(Some(link.url));
+                        refresh();
+                    }
+                    Err(f) => {
+                        error.try_set(Some(auth.check(f)));
+                    }
+                }
+            });
+        }
+    };
+    let revoke = move |id: String| {
+        #[cfg(feature = "hydrate")]
+        {
+            let Some(token) = auth.token.get_untracked() else { return };
+            leptos::task::spawn_local(async move {
+                match crate::api::delete(&format!("/sessions/{}/share/{id}", sid.get_untracked()), &token).await {
+                    Ok(()) => refresh(),
+                    Err(f) => {
+                        error.try_set(Some(auth.check(f)));
+                    }
+                }
+            });
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = id;
+    };
+
+    view! {
+        <section class="share" aria-labelledby="share-title">
+            <h2 id="share-title">"Read-only links"</h2>
+            <button on:click=share>"Share read-only link"</button>
+            {move || latest.get().map(|url| view! {
+                <label class="link">"Copied to the clipboard:"
+                    <input class="share-url" readonly prop:value=url.clone() on:focus=|ev| {
+                        #[cfg(feature = "hydrate")]
+                        {
+                            use wasm_bindgen::JsCast;
+                            if let Some(input) = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok()) {
+                                input.select();
+                            }
+                        }
+                        #[cfg(not(feature = "hydrate"))]
+                        let _ = ev;
+                    }/>
+                </label>
+            })}
+            {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
+            <ul class="links">
+                <For each=move || links.get() key=|l| l.id.clone() let:link>
+                    {
+                        let id = link.id.clone();
+                        view! {
+                            <li>
+                                <span>{link.label.clone().unwrap_or_else(|| short(&link.id))}</span>
+                                <span class="muted">{link.expires_at.clone().map(|e| format!(" until {e}"))}</span>
+                                <button class="small" on:click=move |_| revoke(id.clone())>"Revoke"</button>
+                            </li>
+                        }
+                    }
+                </For>
+            </ul>
+        </section>
+    }
+}

@@ -1,0 +1,33 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { port } from './playwright.config';
+
+/** Starts ptyhost as an operator would on a new machine and captures its first-start link. */
+export default async function globalSetup() {
+  const bin = process.env.PTYHOST_BIN ?? '../target/debug/ptyhost';
+  const dataDir = mkdtempSync(join(tmpdir(), 'ptyhost-e2e-'));
+  const server = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], {
+    cwd: '..',
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'warn' },
+  });
+  const lines = createInterface({ input: server.stdout! });
+  const link = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('ptyhost printed no first-start link')), 20_000);
+    lines.on('line', (line) => {
+      if (line.startsWith('open ')) {
+        clearTimeout(timer);
+        resolve(line.slice('open '.length));
+      }
+    });
+    server.on('exit', (code) => reject(new Error(`ptyhost exited with ${code}`)));
+  });
+  process.env.PTYHOST_FIRST_START_LINK = link;
+  return async () => {
+    server.kill('SIGTERM');
+    await new Promise((r) => server.on('exit', r));
+  };
+}

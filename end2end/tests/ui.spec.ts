@@ -1,0 +1,225 @@
+import { test, expect, Browser, BrowserContext, Page, WebSocketRoute } from '@playwright/test';
+
+// One server, one session, several browsers: an operator signs in from the first-start
+// link, runs a shell, shares it read-only, hands control over, loses the socket, floods it.
+test.describe.configure({ mode: 'serial' });
+
+const firstStartLink = () => process.env.PTYHOST_FIRST_START_LINK!;
+const adminToken = () => firstStartLink().split('#token=')[1];
+
+/** A browser context whose terminals use xterm.js's DOM renderer, so their text is readable. */
+async function domContext(browser: Browser, viewport = { width: 1280, height: 800 }): Promise<BrowserContext> {
+  const context = await browser.newContext({ viewport });
+  await context.addInitScript(() => localStorage.setItem('ptyhost.renderer', 'dom'));
+  return context;
+}
+
+/** Console and page errors of a page, to assert there are none. */
+function watchErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+  return errors;
+}
+
+const rows = (page: Page) => page.locator('.term-host .xterm-rows');
+
+async function screenLines(page: Page): Promise<string[]> {
+  const text = (await rows(page).innerText()).replace(/\u00a0/g, ' ');
+  return text.split('\n').map((l) => l.trimEnd()).filter((l) => l.length > 0);
+}
+
+async function typeLine(page: Page, line: string) {
+  await page.locator('.term-host').click();
+  await page.keyboard.type(line);
+  await page.keyboard.press('Enter');
+}
+
+/** What the session really received and printed, read from the server's replay. */
+async function serverOutput(page: Page, sid: string): Promise<string> {
+  return page.evaluate(async (sid) => {
+    const token = sessionStorage.getItem('ptyhost.token')!;
+    const b64url = btoa(token).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+    const ws = new WebSocket(`ws://${location.host}/sessions/${sid}/attach`, ['pty-ws.v1', `bearer.${b64url}`]);
+    return await new Promise<string>((resolve, reject) => {
+      let text = '';
+      let roleSeq = Infinity;
+      ws.onerror = () => reject(new Error('replay socket failed'));
+      ws.onmessage = (ev) => {
+        const f = JSON.parse(ev.data);
+        if (f.op === 'binding_hello') {
+          ws.send(JSON.stringify({ op: 'pty.join_session', id: 'e2e-replay', ts: new Date().toISOString(), replay_from: 0, payload: { role: 'observer' } }));
+        }
+        if (f.op !== 'pty.session_frame') return;
+        if (f.payload.kind === 'RoleAssigned') roleSeq = f.sequence;
+        if (f.payload.kind === 'Output') text += atob(f.payload.data);
+        if (f.payload.kind === 'Keyframe' && f.sequence > roleSeq) { ws.close(); resolve(text); }
+      };
+    });
+  }, sid);
+}
+
+let ctl: Page;
+let ctlErrors: string[];
+let sid: string;
+let observerLink: string;
+let observer: Page;
+
+test.beforeAll(async ({ browser }) => {
+  ctl = await (await domContext(browser)).newPage();
+  ctlErrors = watchErrors(ctl);
+});
+
+test('sign in from the first-start link, start a shell, take control and run a command', async () => {
+  await ctl.goto(firstStartLink());
+  await expect(ctl.getByRole('heading', { name: 'Sessions' })).toBeVisible();
+  expect(ctl.url()).not.toContain('token');
+  expect(await ctl.evaluate(() => sessionStorage.getItem('ptyhost.token'))).toBe(adminToken());
+  await expect(ctl.locator('nav .who')).toContainText('pty:admin');
+
+  await ctl.getByRole('button', { name: 'Start session' }).click();
+  await expect(ctl).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+  sid = ctl.url().split('/sessions/')[1];
+  await expect(rows(ctl)).toContainText(/[#$]/);
+  await expect(ctl.locator('.role')).toHaveText('observer');
+
+  await ctl.getByRole('button', { name: 'Take control' }).click();
+  await expect(ctl.locator('.role')).toHaveText('controller');
+  await typeLine(ctl, 'echo hello-$RANDOM');
+  await expect(rows(ctl)).toContainText(/hello-\d+/);
+  await ctl.screenshot({ path: test.info().outputPath('controller.png') });
+});
+
+test('the sessions page lists the session live and opens its terminal', async () => {
+  await ctl.goto('/');
+  const row = ctl.locator(`tr[data-session="${sid}"]`);
+  await expect(row).toContainText('running');
+  await expect(row).toContainText('0 controlling, 0 watching');
+  const started = Date.now();
+  await row.getByRole('link').click();
+  await expect(rows(ctl)).toContainText(/hello-\d+/);
+  console.log(`time to first terminal paint, sessions -> terminal: ${Date.now() - started} ms`);
+  await ctl.getByRole('button', { name: 'Take control' }).click();
+  await expect(ctl.locator('.role')).toHaveText('controller');
+});
+
+test('an observer link shows the same screen read-only and its keys never reach the PTY', async ({ browser }) => {
+  await ctl.getByRole('button', { name: 'Share read-only link' }).click();
+  observerLink = await ctl.locator('.share-url').inputValue();
+  expect(observerLink).toMatch(new RegExp(`/sessions/${sid}#token=pth_`));
+  await expect(ctl.locator('.links li')).toHaveCount(1);
+
+  observer = await (await domContext(browser)).newPage();
+  const observerErrors = watchErrors(observer);
+  await observer.goto(observerLink);
+  await expect(rows(observer)).toContainText(/hello-\d+/);
+  await expect(observer.locator('nav .who')).toContainText('pty:observe');
+  await expect(observer.locator('.role')).toHaveText('observer');
+  await expect(observer.getByRole('button', { name: 'Take control' })).toBeDisabled();
+  await expect(observer.locator('.reason')).toContainText('Read-only link');
+  await expect(observer.getByRole('button', { name: 'Share read-only link' })).toHaveCount(0);
+  await expect(observer.locator('.members li')).toHaveCount(2);
+  await expect(ctl.locator('.members li')).toHaveCount(2);
+
+  await typeLine(observer, 'zzz-from-the-observer');
+  await typeLine(ctl, 'echo after-the-observer');
+  await expect(rows(observer)).toContainText('after-the-observer');
+  const printed = await serverOutput(ctl, sid);
+  expect(printed).toContain('after-the-observer');
+  expect(printed).not.toContain('zzz-from-the-observer');
+  await observer.screenshot({ path: test.info().outputPath('observer.png') });
+  expect(observerErrors).toEqual([]);
+});
+
+test('control passes from one operator to another and back', async ({ browser }) => {
+  const other = await (await domContext(browser)).newPage();
+  await other.goto(`/sessions/${sid}#token=${adminToken()}`);
+  await expect(other.locator('.role')).toHaveText('observer');
+  await expect(other.getByRole('button', { name: 'Take control' })).toBeDisabled();
+  await expect(other.locator('.reason')).toContainText('has control');
+
+  await ctl.getByRole('button', { name: 'Release' }).click();
+  await expect(ctl.locator('.role')).toHaveText('observer');
+  await expect(other.getByRole('button', { name: 'Take control' })).toBeEnabled();
+  await other.getByRole('button', { name: 'Take control' }).click();
+  await expect(other.locator('.role')).toHaveText('controller');
+  await typeLine(other, 'echo typed-by-the-other-operator');
+  await expect(rows(ctl)).toContainText('typed-by-the-other-operator');
+  await expect(rows(observer)).toContainText('typed-by-the-other-operator');
+
+  await other.getByRole('button', { name: 'Release' }).click();
+  await ctl.getByRole('button', { name: 'Take control' }).click();
+  await expect(ctl.locator('.role')).toHaveText('controller');
+  await other.close();
+});
+
+test('a dropped socket reconnects and resumes with the replayed output, screen kept', async ({ browser }) => {
+  const page = await (await domContext(browser)).newPage();
+  const sockets: WebSocketRoute[] = [];
+  let holdReconnect: (() => void) | undefined;
+  const held = new Promise<void>((r) => { holdReconnect = r; });
+  await page.routeWebSocket(/\/attach$/, async (ws) => {
+    sockets.push(ws);
+    if (sockets.length === 2) await held; // stay disconnected while output happens
+    ws.connectToServer();
+  });
+  await page.goto(`/sessions/${sid}#token=${adminToken()}`);
+  await expect(page.locator('.status')).toHaveText('live');
+  await expect(rows(page)).toContainText('typed-by-the-other-operator');
+
+  await sockets[0].close({ code: 1006 });
+  await expect(page.locator('.status')).not.toHaveText('live');
+  await typeLine(ctl, 'echo while-you-were-away');
+  await expect(rows(ctl)).toContainText('while-you-were-away');
+  await expect(rows(page)).not.toContainText('while-you-were-away');
+  holdReconnect!();
+
+  await expect(page.locator('.status')).toHaveText('live');
+  await expect(rows(page)).toContainText('while-you-were-away');
+  await expect(rows(page)).toContainText('typed-by-the-other-operator');
+  await page.screenshot({ path: test.info().outputPath('reconnected.png') });
+  await page.close();
+});
+
+test('yes for five seconds keeps the tab responsive and Ctrl-C brings the prompt back promptly', async () => {
+  await typeLine(ctl, 'yes');
+  await ctl.waitForTimeout(5000);
+  const probe = Date.now();
+  await ctl.evaluate(() => 1);
+  const responsiveMs = Date.now() - probe;
+  const pressed = Date.now();
+  await ctl.keyboard.press('Control+C');
+  await expect.poll(async () => (await screenLines(ctl)).at(-1) ?? '', { timeout: 15_000, intervals: [100] }).toMatch(/[#$]$/);
+  const promptMs = Date.now() - pressed;
+  console.log(`yes flood: page answered in ${responsiveMs} ms during the flood; prompt ${promptMs} ms after Ctrl-C`);
+  expect(responsiveMs).toBeLessThan(2000);
+  expect(promptMs).toBeLessThan(8000);
+  await typeLine(ctl, 'echo still-alive');
+  await expect(rows(ctl)).toContainText('still-alive');
+  await ctl.screenshot({ path: test.info().outputPath('after-yes.png') });
+});
+
+test('a revoked observer link is refused with a clear message', async ({ browser }) => {
+  await ctl.locator('.links li').getByRole('button', { name: 'Revoke' }).click();
+  await expect(ctl.locator('.links li')).toHaveCount(0);
+  const page = await (await domContext(browser)).newPage();
+  await page.goto(observerLink);
+  await expect(page.getByRole('alert')).toContainText('unknown, expired or revoked');
+  await expect(page.getByLabel('Access token')).toBeVisible();
+  expect(page.url()).not.toContain('token=');
+  await page.close();
+});
+
+test('the sessions page works at 360 px and the card page shows the card', async ({ browser }) => {
+  const page = await (await domContext(browser, { width: 360, height: 740 })).newPage();
+  const errors = watchErrors(page);
+  await page.goto(firstStartLink());
+  await expect(page.locator(`tr[data-session="${sid}"]`)).toBeVisible();
+  await page.screenshot({ path: test.info().outputPath('sessions-360.png'), fullPage: true });
+  const scroll = await page.evaluate(() => document.documentElement.scrollWidth);
+  expect(scroll).toBeLessThanOrEqual(360);
+  await page.goto('/card');
+  await expect(page.locator('pre.card')).toContainText('https://agentic-sandbox.aiwg.io/bindings/pty-ws/v1');
+  expect(errors).toEqual([]);
+  expect(ctlErrors).toEqual([]);
+});
