@@ -149,10 +149,22 @@ mod browser {
         pub message: String,
     }
 
-    async fn send<T: DeserializeOwned>(req: RequestBuilder, token: &str, body: Option<serde_json::Value>) -> Result<Option<T>, Failure> {
+    async fn send<T: DeserializeOwned>(
+        req: RequestBuilder,
+        token: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<Option<T>, Failure> {
         let req = req.header("Authorization", &format!("Bearer {token}"));
         let sent = match body {
-            Some(b) => req.json(&b).map_err(|e| Failure { status: 0, message: e.to_string() })?.send().await,
+            Some(b) => {
+                req.json(&b)
+                    .map_err(|e| Failure {
+                        status: 0,
+                        message: e.to_string(),
+                    })?
+                    .send()
+                    .await
+            }
             None => req.send().await,
         };
         let resp = sent.map_err(|e| Failure {
@@ -181,17 +193,29 @@ mod browser {
     pub async fn get<T: DeserializeOwned>(path: &str, token: &str) -> Result<T, Failure> {
         send(Request::get(path), token, None)
             .await?
-            .ok_or_else(|| Failure { status: 204, message: "no content".into() })
+            .ok_or_else(|| Failure {
+                status: 204,
+                message: "no content".into(),
+            })
     }
 
-    pub async fn post<T: DeserializeOwned>(path: &str, token: &str, body: serde_json::Value) -> Result<T, Failure> {
+    pub async fn post<T: DeserializeOwned>(
+        path: &str,
+        token: &str,
+        body: serde_json::Value,
+    ) -> Result<T, Failure> {
         send(Request::post(path), token, Some(body))
             .await?
-            .ok_or_else(|| Failure { status: 204, message: "no content".into() })
+            .ok_or_else(|| Failure {
+                status: 204,
+                message: "no content".into(),
+            })
     }
 
     pub async fn delete(path: &str, token: &str) -> Result<(), Failure> {
-        send::<serde_json::Value>(Request::delete(path), token, None).await.map(|_| ())
+        send::<serde_json::Value>(Request::delete(path), token, None)
+            .await
+            .map(|_| ())
     }
 
     impl Auth {
@@ -212,7 +236,9 @@ mod browser {
                         self.token.set(Some(token));
                     }
                     Err(f) if f.status == 401 => {
-                        self.sign_out(Some("This token is unknown, expired or revoked. Ask for a new link.".into()));
+                        self.sign_out(Some(
+                            "This token is unknown, expired or revoked. Ask for a new link.".into(),
+                        ));
                     }
                     Err(f) => self.refused.set(Some(f.message)),
                 }
@@ -229,7 +255,9 @@ mod browser {
         /// Handles a failed call: a 401 signs out with the reason; other failures are returned.
         pub fn check(self, f: Failure) -> String {
             if f.status == 401 {
-                self.sign_out(Some("This token is no longer valid (expired or revoked).".into()));
+                self.sign_out(Some(
+                    "This token is no longer valid (expired or revoked).".into(),
+                ));
             }
             f.message
         }

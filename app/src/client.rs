@@ -75,7 +75,11 @@ pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: 
         .and_then(|w| w.local_storage().ok().flatten())
         .and_then(|s| s.get_item("ptyhost.renderer").ok().flatten())
         .is_some_and(|r| r == "dom");
-    if !dom_chosen && ext(&term).try_load_addon(&WebglAddon::new(None).into()).is_err() {
+    if !dom_chosen
+        && ext(&term)
+            .try_load_addon(&WebglAddon::new(None).into())
+            .is_err()
+    {
         leptos::logging::log!("WebGL unavailable; using the DOM renderer");
     }
 
@@ -148,12 +152,19 @@ impl Screen {
     /// An observer follows the controller's size and scales to fit its pane.
     fn resize_to(&self, cols: u16, rows: u16) {
         self.term.resize(u32::from(cols), u32::from(rows));
-        let Some(el) = self.host.first_element_child() else { return };
-        let Ok(el) = el.dyn_into::<web_sys::HtmlElement>() else { return };
+        let Some(el) = self.host.first_element_child() else {
+            return;
+        };
+        let Ok(el) = el.dyn_into::<web_sys::HtmlElement>() else {
+            return;
+        };
         let _ = el.style().remove_property("transform");
         let (have, need) = (self.host.client_width(), el.scroll_width());
         if need > have && have > 0 {
-            let _ = el.style().set_property("transform", &format!("scale({})", f64::from(have) / f64::from(need)));
+            let _ = el.style().set_property(
+                "transform",
+                &format!("scale({})", f64::from(have) / f64::from(need)),
+            );
             let _ = el.style().set_property("transform-origin", "top left");
         }
     }
@@ -198,15 +209,28 @@ fn envelope(op: &str, payload: serde_json::Value, replay_from: Option<u64>) -> S
     env.to_string()
 }
 
-async fn run(screen: Screen, session_id: String, token: String, ui: TermUi, mut commands: UnboundedReceiver<Command>) {
+async fn run(
+    screen: Screen,
+    session_id: String,
+    token: String,
+    ui: TermUi,
+    mut commands: UnboundedReceiver<Command>,
+) {
     let location = web_sys::window().map(|w| w.location());
-    let host = location.as_ref().and_then(|l| l.host().ok()).unwrap_or_default();
+    let host = location
+        .as_ref()
+        .and_then(|l| l.host().ok())
+        .unwrap_or_default();
     let scheme = match location.and_then(|l| l.protocol().ok()).as_deref() {
         Some("https:") => "wss",
         _ => "ws",
     };
     let url = format!("{scheme}://{host}/sessions/{session_id}/attach");
-    let bearer = format!("{}{}", wire::BEARER_SUBPROTOCOL_PREFIX, URL_SAFE_NO_PAD.encode(&token));
+    let bearer = format!(
+        "{}{}",
+        wire::BEARER_SUBPROTOCOL_PREFIX,
+        URL_SAFE_NO_PAD.encode(&token)
+    );
     let mut cursor = Cursor {
         last: 0,
         need_keyframe: true,
@@ -220,7 +244,9 @@ async fn run(screen: Screen, session_id: String, token: String, ui: TermUi, mut 
     let mut backoff = 500u32;
     loop {
         ui.status.try_set("connecting".into());
-        let Ok(ws) = WebSocket::open_with_protocols(&url, &[wire::SUBPROTOCOL_JSON, bearer.as_str()]) else {
+        let Ok(ws) =
+            WebSocket::open_with_protocols(&url, &[wire::SUBPROTOCOL_JSON, bearer.as_str()])
+        else {
             ui.status.try_set("cannot open a WebSocket here".into());
             return;
         };
@@ -267,10 +293,14 @@ async fn run(screen: Screen, session_id: String, token: String, ui: TermUi, mut 
             && f.status == 401
         {
             ui.status.try_set("signed out".into());
-            ui.auth.sign_out(Some("This link was revoked or has expired.".into()));
+            ui.auth
+                .sign_out(Some("This link was revoked or has expired.".into()));
             return;
         }
-        ui.status.try_set(format!("reconnecting in {:.1} s", f64::from(backoff) / 1000.0));
+        ui.status.try_set(format!(
+            "reconnecting in {:.1} s",
+            f64::from(backoff) / 1000.0
+        ));
         let wait = gloo_timers::future::TimeoutFuture::new(backoff).fuse();
         futures::pin_mut!(wait);
         loop {
@@ -299,7 +329,11 @@ fn on_frame(text: &str, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Vec<Str
                 Role::Controller => "controller",
                 Role::Observer => "observer",
             };
-            vec![envelope("pty.join_session", serde_json::json!({ "role": role }), replay_from)]
+            vec![envelope(
+                "pty.join_session",
+                serde_json::json!({ "role": role }),
+                replay_from,
+            )]
         }
         "binding_goodbye" => {
             if env.payload["reason"] == "session_closed" {
@@ -321,7 +355,8 @@ fn on_frame(text: &str, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Vec<Str
                     });
                 }
                 _ => {
-                    ui.notice.try_set(env.payload["message"].as_str().map(str::to_owned));
+                    ui.notice
+                        .try_set(env.payload["message"].as_str().map(str::to_owned));
                 }
             }
             Vec::new()
@@ -337,7 +372,13 @@ fn on_frame(text: &str, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Vec<Str
     }
 }
 
-fn on_session_frame(frame: SessionFrame, seq: u64, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Vec<String> {
+fn on_session_frame(
+    frame: SessionFrame,
+    seq: u64,
+    screen: &Screen,
+    c: &mut Cursor,
+    ui: &TermUi,
+) -> Vec<String> {
     match frame {
         SessionFrame::Output { data, .. } => {
             if seq > c.last {
@@ -358,7 +399,12 @@ fn on_session_frame(frame: SessionFrame, seq: u64, screen: &Screen, c: &mut Curs
         } => {
             let catching_up = c.need_keyframe && screen.pending.get() < HIGH_WATER;
             if catching_up || anchor_sequence > c.last {
-                screen.repaint(&snapshot.0, snapshot_cols, snapshot_rows, c.role == Role::Observer);
+                screen.repaint(
+                    &snapshot.0,
+                    snapshot_cols,
+                    snapshot_rows,
+                    c.role == Role::Observer,
+                );
                 c.size = (snapshot_cols, snapshot_rows);
                 c.need_keyframe = false;
                 c.catch_up_in_flight = false;
@@ -372,13 +418,20 @@ fn on_session_frame(frame: SessionFrame, seq: u64, screen: &Screen, c: &mut Curs
                 screen.resize_to(cols, rows);
             }
         }
-        SessionFrame::RoleAssigned { role, client_id, reason, .. } => {
+        SessionFrame::RoleAssigned {
+            role,
+            client_id,
+            reason,
+            ..
+        } => {
             c.role = role;
             c.client_id = Some(client_id.clone());
             ui.client_id.try_set(Some(client_id));
             ui.role.try_set(Some(role));
             ui.notice.try_set(reason);
-            ext(&screen.term).options().set_disable_stdin(role == Role::Observer);
+            ext(&screen.term)
+                .options()
+                .set_disable_stdin(role == Role::Observer);
             if role == Role::Controller {
                 screen.term.focus();
                 return fit(screen, c);
@@ -387,14 +440,24 @@ fn on_session_frame(frame: SessionFrame, seq: u64, screen: &Screen, c: &mut Curs
                 screen.resize_to(c.size.0, c.size.1);
             }
         }
-        SessionFrame::MembershipChanged { controllers, observers } => {
+        SessionFrame::MembershipChanged {
+            controllers,
+            observers,
+        } => {
             let refs = |v: Vec<ClientRef>| v.into_iter().map(|r| (r.client_id, r.label)).collect();
             ui.members.try_set((refs(controllers), refs(observers)));
         }
-        SessionFrame::Closed { exit_code, reason, detail } => {
+        SessionFrame::Closed {
+            exit_code,
+            reason,
+            detail,
+        } => {
             ui.closed.try_set(Some(Closed {
                 exit_code,
-                reason: serde_json::to_value(reason).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                reason: serde_json::to_value(reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
                 detail,
             }));
         }
@@ -415,7 +478,11 @@ fn fit(screen: &Screen, c: &mut Cursor) -> Vec<String> {
         Some(size) if size != c.size => {
             c.size = size;
             screen.term.resize(u32::from(size.0), u32::from(size.1));
-            vec![envelope("pty.session_resize", serde_json::json!({ "cols": size.0, "rows": size.1 }), None)]
+            vec![envelope(
+                "pty.session_resize",
+                serde_json::json!({ "cols": size.0, "rows": size.1 }),
+                None,
+            )]
         }
         _ => Vec::new(),
     }
@@ -441,7 +508,11 @@ fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Opt
             c.wanted = role;
             ui.notice.try_set(None);
             joined.then(|| match role {
-                Role::Controller => envelope("pty.request_role", serde_json::json!({ "role": "controller" }), None),
+                Role::Controller => envelope(
+                    "pty.request_role",
+                    serde_json::json!({ "role": "controller" }),
+                    None,
+                ),
                 Role::Observer => envelope("pty.release_role", serde_json::json!({}), None),
             })
         }
@@ -452,7 +523,11 @@ fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Opt
         }
         Command::CatchUp if joined && c.need_keyframe && !c.catch_up_in_flight => {
             c.catch_up_in_flight = true;
-            Some(envelope("pty.request_keyframe", serde_json::json!({}), None))
+            Some(envelope(
+                "pty.request_keyframe",
+                serde_json::json!({}),
+                None,
+            ))
         }
         Command::CatchUp => None,
     }

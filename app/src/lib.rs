@@ -124,7 +124,10 @@ fn CardPage() -> impl IntoView {
     #[cfg(feature = "hydrate")]
     Effect::new(move |_| {
         leptos::task::spawn_local(async move {
-            let text = match gloo_net::http::Request::get("/.well-known/agent-card.json").send().await {
+            let text = match gloo_net::http::Request::get("/.well-known/agent-card.json")
+                .send()
+                .await
+            {
                 Ok(resp) => match resp.json::<serde_json::Value>().await {
                     Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_default(),
                     Err(e) => e.to_string(),

@@ -19,7 +19,9 @@ pub fn SessionsPage() -> impl IntoView {
 
     #[cfg(feature = "hydrate")]
     let load = move || {
-        let Some(token) = auth.token.get_untracked() else { return };
+        let Some(token) = auth.token.get_untracked() else {
+            return;
+        };
         leptos::task::spawn_local(async move {
             match crate::api::get::<crate::api::SessionList>("/sessions", &token).await {
                 Ok(list) => {
@@ -39,7 +41,9 @@ pub fn SessionsPage() -> impl IntoView {
         let alive = RwSignal::new(true);
         on_cleanup(move || alive.set(false));
         Effect::new(move |_| {
-            let Some(token) = auth.token.get() else { return };
+            let Some(token) = auth.token.get() else {
+                return;
+            };
             leptos::task::spawn_local(async move {
                 while alive.try_get_untracked().unwrap_or(false)
                     && auth.token.get_untracked().as_deref() == Some(token.as_str())
@@ -57,7 +61,9 @@ pub fn SessionsPage() -> impl IntoView {
     let terminate = move |sid: String| {
         #[cfg(feature = "hydrate")]
         {
-            let Some(token) = auth.token.get_untracked() else { return };
+            let Some(token) = auth.token.get_untracked() else {
+                return;
+            };
             leptos::task::spawn_local(async move {
                 match crate::api::delete(&format!("/sessions/{sid}"), &token).await {
                     Ok(()) => load(),
@@ -71,6 +77,60 @@ pub fn SessionsPage() -> impl IntoView {
         let _ = sid;
     };
 
+    // Built apart (and type-erased) to keep the page's view type shallow.
+    let table = move || {
+        view! {
+        <div class="table-wrap">
+            <table class="sessions">
+                <thead>
+                    <tr>
+                        <th scope="col">"Session"</th>
+                        <th scope="col">"Command"</th>
+                        <th scope="col">"State"</th>
+                        <th scope="col">"Size"</th>
+                        <th scope="col">"Age"</th>
+                        <th scope="col">"Viewers"</th>
+                        <th scope="col"><span class="sr-only">"Actions"</span></th>
+                    </tr>
+                </thead>
+                <tbody>
+                    <For each=move || sessions.get() key=|s| (s.session_id.clone(), s.state.clone(), s.controllers, s.observers, s.cols, s.rows) let:s>
+                        {
+                            let sid = s.session_id.clone();
+                            let running = s.state == "running";
+                            let state = match (running, s.exit_code) {
+                                (true, _) => "running".to_owned(),
+                                (false, Some(code)) => format!("exited {code}"),
+                                (false, None) => "closed".to_owned(),
+                            };
+                            let created = s.created_at.clone();
+                            view! {
+                                <tr data-session=s.session_id.clone() data-state=s.state.clone()>
+                                    <td><a href=format!("/sessions/{}", s.session_id)>{s.label.clone().unwrap_or_else(|| short(&s.session_id))}</a></td>
+                                    <td><code>{s.command()}</code></td>
+                                    <td>{state}</td>
+                                    <td>{format!("{}×{}", s.cols, s.rows)}</td>
+                                    <td>{move || age(&created, now_ms.get())}</td>
+                                    <td>{format!("{} controlling, {} watching", s.controllers, s.observers)}</td>
+                                    <td>
+                                        <Show when=move || running && can_control()>
+                                            {
+                                                let sid = sid.clone();
+                                                view! { <button class="small danger" on:click=move |_| terminate(sid.clone())>"Terminate"</button> }
+                                            }
+                                        </Show>
+                                    </td>
+                                </tr>
+                            }
+                        }
+                    </For>
+                </tbody>
+            </table>
+        </div>
+        }
+        .into_any()
+    };
+
     view! {
         <section aria-labelledby="sessions-title">
             <h1 id="sessions-title">"Sessions"</h1>
@@ -80,53 +140,7 @@ pub fn SessionsPage() -> impl IntoView {
             </Show>
             <Show when=move || loaded.get() fallback=|| view! { <p class="muted">"Loading sessions…"</p> }>
                 <Show when=move || !sessions.get().is_empty() fallback=|| view! { <p class="muted">"No sessions yet."</p> }>
-                    <div class="table-wrap">
-                        <table class="sessions">
-                            <thead>
-                                <tr>
-                                    <th scope="col">"Session"</th>
-                                    <th scope="col">"Command"</th>
-                                    <th scope="col">"State"</th>
-                                    <th scope="col">"Size"</th>
-                                    <th scope="col">"Age"</th>
-                                    <th scope="col">"Viewers"</th>
-                                    <th scope="col"><span class="sr-only">"Actions"</span></th>
-                                </tr>
-                            </thead>
-                            <tbody>
-                                <For each=move || sessions.get() key=|s| (s.session_id.clone(), s.state.clone(), s.controllers, s.observers, s.cols, s.rows) let:s>
-                                    {
-                                        let sid = s.session_id.clone();
-                                        let running = s.state == "running";
-                                        let state = match (running, s.exit_code) {
-                                            (true, _) => "running".to_owned(),
-                                            (false, Some(code)) => format!("exited {code}"),
-                                            (false, None) => "closed".to_owned(),
-                                        };
-                                        let created = s.created_at.clone();
-                                        view! {
-                                            <tr data-session=s.session_id.clone() data-state=s.state.clone()>
-                                                <td><a href=format!("/sessions/{}", s.session_id)>{s.label.clone().unwrap_or_else(|| short(&s.session_id))}</a></td>
-                                                <td><code>{s.command()}</code></td>
-                                                <td>{state}</td>
-                                                <td>{format!("{}×{}", s.cols, s.rows)}</td>
-                                                <td>{move || age(&created, now_ms.get())}</td>
-                                                <td>{format!("{} controlling, {} watching", s.controllers, s.observers)}</td>
-                                                <td>
-                                                    <Show when=move || running && can_control()>
-                                                        {
-                                                            let sid = sid.clone();
-                                                            view! { <button class="small danger" on:click=move |_| terminate(sid.clone())>"Terminate"</button> }
-                                                        }
-                                                    </Show>
-                                                </td>
-                                            </tr>
-                                        }
-                                    }
-                                </For>
-                            </tbody>
-                        </table>
-                    </div>
+                    {table}
                 </Show>
             </Show>
         </section>
@@ -172,7 +186,10 @@ fn NewSession(on_created: Callback<()>) -> impl IntoView {
         if !dir.trim().is_empty() {
             body["cwd"] = dir.into();
         }
-        for (key, value) in [("cols", cols.get_untracked()), ("rows", rows.get_untracked())] {
+        for (key, value) in [
+            ("cols", cols.get_untracked()),
+            ("rows", rows.get_untracked()),
+        ] {
             match value.trim().parse::<u16>() {
                 Ok(n) if (1..=1024).contains(&n) => body[key] = n.into(),
                 _ => {
@@ -183,7 +200,9 @@ fn NewSession(on_created: Callback<()>) -> impl IntoView {
         }
         #[cfg(feature = "hydrate")]
         {
-            let Some(token) = auth.token.get_untracked() else { return };
+            let Some(token) = auth.token.get_untracked() else {
+                return;
+            };
             let navigate = navigate.clone();
             leptos::task::spawn_local(async move {
                 #[derive(serde::Deserialize)]

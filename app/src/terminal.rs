@@ -44,7 +44,8 @@ pub struct TermUi {
     pub closed: RwSignal<Option<Closed>>,
     pub notice: RwSignal<Option<String>>,
     #[cfg(feature = "hydrate")]
-    pub commands: StoredValue<Option<futures::channel::mpsc::UnboundedSender<Command>>, LocalStorage>,
+    pub commands:
+        StoredValue<Option<futures::channel::mpsc::UnboundedSender<Command>>, LocalStorage>,
 }
 
 impl TermUi {
@@ -119,6 +120,30 @@ pub fn TerminalPage() -> impl IntoView {
         }
     };
 
+    // Built apart (and type-erased) to keep the page's view type shallow.
+    let side = view! {
+        <aside class="side">
+            <h2>"Attached"</h2>
+            <ul class="members" aria-label="Members">
+                {move || {
+                    let mine = ui.client_id.get();
+                    let (controllers, observers) = ui.members.get();
+                    controllers.into_iter().map(|m| (m, "controller")).chain(observers.into_iter().map(|m| (m, "observer")))
+                        .map(|((id, label), role)| {
+                            let me = if Some(&id) == mine.as_ref() { " (you)" } else { "" };
+                            let name = label.unwrap_or_else(|| short(&id));
+                            view! { <li data-role=role>{format!("{name}{me}")} <span class="tag">{role}</span></li> }
+                        })
+                        .collect_view()
+                }}
+            </ul>
+            <Show when=me_controls>
+                <ShareLinks sid=Signal::derive(sid) />
+            </Show>
+        </aside>
+    }
+    .into_any();
+
     view! {
         <section class="terminal-page" aria-labelledby="term-title">
             <header class="term-bar">
@@ -152,25 +177,7 @@ pub fn TerminalPage() -> impl IntoView {
             {move || ui.notice.get().map(|n| view! { <p class="notice" role="status">{n}</p> })}
             <div class="term-layout">
                 <div class="term-host" node_ref=host aria-label="Terminal"></div>
-                <aside class="side">
-                    <h2>"Attached"</h2>
-                    <ul class="members" aria-label="Members">
-                        {move || {
-                            let mine = ui.client_id.get();
-                            let (controllers, observers) = ui.members.get();
-                            controllers.into_iter().map(|m| (m, "controller")).chain(observers.into_iter().map(|m| (m, "observer")))
-                                .map(|((id, label), role)| {
-                                    let me = if Some(&id) == mine.as_ref() { " (you)" } else { "" };
-                                    let name = label.unwrap_or_else(|| short(&id));
-                                    view! { <li data-role=role>{format!("{name}{me}")} <span class="tag">{role}</span></li> }
-                                })
-                                .collect_view()
-                        }}
-                    </ul>
-                    <Show when=me_controls>
-                        <ShareLinks sid=Signal::derive(sid) />
-                    </Show>
-                </aside>
+                {side}
             </div>
         </section>
     }
@@ -185,7 +192,13 @@ fn role_name(role: Option<Role>) -> &'static str {
 }
 
 pub fn short(id: &str) -> String {
-    id.chars().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect()
+    id.chars()
+        .rev()
+        .take(8)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect()
 }
 
 /// Mint, copy, list and revoke read-only observer links.
@@ -198,9 +211,16 @@ fn ShareLinks(sid: Signal<String>) -> impl IntoView {
 
     #[cfg(feature = "hydrate")]
     let refresh = move || {
-        let Some(token) = auth.token.get_untracked() else { return };
+        let Some(token) = auth.token.get_untracked() else {
+            return;
+        };
         leptos::task::spawn_local(async move {
-            match crate::api::get::<crate::api::ShareLinks>(&format!("/sessions/{}/share", sid.get_untracked()), &token).await {
+            match crate::api::get::<crate::api::ShareLinks>(
+                &format!("/sessions/{}/share", sid.get_untracked()),
+                &token,
+            )
+            .await
+            {
                 Ok(l) => {
                     links.try_set(l.links);
                 }
@@ -222,10 +242,19 @@ fn ShareLinks(sid: Signal<String>) -> impl IntoView {
     let share = move |_| {
         #[cfg(feature = "hydrate")]
         {
-            let Some(token) = auth.token.get_untracked() else { return };
+            let Some(token) = auth.token.get_untracked() else {
+                return;
+            };
             leptos::task::spawn_local(async move {
-                let body = serde_json::json!({ "ttl_secs": 3600, "label": "shared from the web UI" });
-                match crate::api::post::<crate::api::NewLink>(&format!("/sessions/{}/share", sid.get_untracked()), &token, body).await {
+                let body =
+                    serde_json::json!({ "ttl_secs": 3600, "label": "shared from the web UI" });
+                match crate::api::post::<crate::api::NewLink>(
+                    &format!("/sessions/{}/share", sid.get_untracked()),
+                    &token,
+                    body,
+                )
+                .await
+                {
                     Ok(link) => {
                         crate::client::copy_to_clipboard(&link.url);
                         latest.try_set(Some(link.url));
@@ -241,9 +270,16 @@ fn ShareLinks(sid: Signal<String>) -> impl IntoView {
     let revoke = move |id: String| {
         #[cfg(feature = "hydrate")]
         {
-            let Some(token) = auth.token.get_untracked() else { return };
+            let Some(token) = auth.token.get_untracked() else {
+                return;
+            };
             leptos::task::spawn_local(async move {
-                match crate::api::delete(&format!("/sessions/{}/share/{id}", sid.get_untracked()), &token).await {
+                match crate::api::delete(
+                    &format!("/sessions/{}/share/{id}", sid.get_untracked()),
+                    &token,
+                )
+                .await
+                {
                     Ok(()) => refresh(),
                     Err(f) => {
                         error.try_set(Some(auth.check(f)));

@@ -1,4 +1,6 @@
 //! ptyhost: an A2A agent whose agent is a terminal.
+// The UI's view types are deep when built without cargo-leptos's type erasure (tests).
+#![recursion_limit = "256"]
 
 pub mod auth;
 pub mod bindings;

@@ -499,7 +499,70 @@ async fn health_and_readiness_answer_and_the_ui_page_is_served() {
         .await
         .unwrap();
     assert_eq!(page.status(), 200);
-    assert!(page.text().await.unwrap().contains("<h1>ptyhost</h1>"));
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("Sign in") && html.contains("Access token"),
+        "server-rendered sign-in"
+    );
+    assert!(html.contains("/pkg/ptyhost.js") && html.contains(r#""xterm":"/vendor/xterm.mjs""#));
+}
+
+#[tokio::test]
+async fn me_tells_the_callers_scope_and_binding() {
+    let s = TestServer::start(&[]).await;
+    let (status, me) = get(&s, "/me", ADMIN).await;
+    assert_eq!(
+        (status, me["scope"].as_str(), me["label"].as_str()),
+        (200, Some("pty:admin"), Some("bootstrap"))
+    );
+    assert!(me.get("token").is_none());
+    let sid = cat_session(&s).await;
+    let bound = s.token("pty:observe", Some(&sid)).await;
+    let (_, me) = get(&s, "/me", &bound).await;
+    assert_eq!(
+        (me["scope"].as_str(), me["session_id"].as_str()),
+        (Some("pty:observe"), Some(sid.as_str()))
+    );
+    assert_eq!(get(&s, "/me", "nope").await.0, 401);
+}
+
+#[tokio::test]
+async fn a_browser_navigating_to_a_session_gets_the_page_and_an_api_client_the_json() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let url = format!("http://{}/sessions/{sid}", s.addr);
+    let page = s
+        .http
+        .get(&url)
+        .header("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(page.text().await.unwrap().contains("importmap"));
+    let json: Value = s
+        .http
+        .get(&url)
+        .bearer_auth(ADMIN)
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(json["session_id"], sid.as_str());
+    assert_eq!(
+        s.http.get(&url).send().await.unwrap().status(),
+        401,
+        "no Accept: the API answers"
+    );
 }
 
 #[tokio::test]

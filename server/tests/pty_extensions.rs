@@ -230,6 +230,8 @@ async fn ext_scenario_6_replay_within_window_sends_missed_frames_then_keyframe_t
     let seen = first.output_until("one\r\none").await;
     let n = seq(seen.last().unwrap());
     drop(first);
+    // The server notices the dropped socket and releases its role.
+    s.wait_until(&sid, |v| v["controllers"] == 0).await;
 
     let mut other = s.attach(&sid, ADMIN).await;
     // The dropped controller's role is released, so this joiner gets it.
@@ -291,7 +293,8 @@ async fn ext_scenario_7_replay_out_of_range_sends_error_then_keyframe() {
         ctl.input(&format!("line {i}\n")).await;
         ctl.output_until(&format!("line {i}\r\nline {i}")).await;
     }
-    // Retention has pruned the oldest frames by now.
+    s.wait_until(&sid, |v| v["replay_floor"].as_u64() > Some(1))
+        .await;
     let mut late = s.attach(&sid, ADMIN).await;
     let init = late
         .join_with(json!({ "role": "observer" }), json!({ "replay_from": 1 }))

@@ -79,6 +79,7 @@ fn view_json(state: &AppState, v: &SessionView) -> Value {
         "created_at": clock::rfc3339(r.created_at),
         "closed_at": r.closed_at.map(clock::rfc3339),
         "current_sequence": r.last_sequence,
+        "replay_floor": v.replay_floor,
         "controllers": v.live.map_or(0, |l| l.controllers),
         "observers": v.live.map_or(0, |l| l.observers),
         "attach_url": state.attach_url(&r.id),

@@ -84,7 +84,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         members: Vec::new(),
         had_controller: false,
         persist,
-        persisted,
+        persisted: persisted.clone(),
         status: status_tx,
         outputs_since_keyframe: 0,
         last_keyframe: Instant::now(),
@@ -97,6 +97,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         commands,
         status,
         last_sequence,
+        persisted,
     }
 }
 
@@ -113,9 +114,9 @@ struct Member {
 /// What the write-behind task has made durable: every frame up to `upto`, and every
 /// retained frame after `floor` (below it, retention has pruned).
 #[derive(Debug, Clone, Copy, Default)]
-struct Persisted {
+pub struct Persisted {
     upto: u64,
-    floor: u64,
+    pub floor: u64,
 }
 
 enum Persist {
@@ -741,7 +742,10 @@ async fn prune(store: &Store, id: &str, persisted: &watch::Sender<Persisted>, se
         .saturating_sub(settings.replay_frames as u64);
     let before = clock::now_ms() - settings.replay_retention.as_millis() as i64;
     match store.prune_frames(id, upto, before).await {
-        Ok(Some(floor)) => persisted.send_modify(|p| p.floor = floor),
+        Ok(Some(floor)) => {
+            tracing::debug!(session_id = %id, floor, "pruned replay frames");
+            persisted.send_modify(|p| p.floor = floor);
+        }
         Ok(None) => {}
         Err(e) => tracing::error!(session_id = %id, error = %e, "pruning frames failed"),
     }

@@ -280,6 +280,7 @@ pub struct SessionHandle {
     commands: mpsc::Sender<Command>,
     status: watch::Receiver<LiveStatus>,
     last_sequence: Arc<AtomicU64>,
+    persisted: watch::Receiver<actor::Persisted>,
 }
 
 impl SessionHandle {
@@ -289,6 +290,10 @@ impl SessionHandle {
 
     pub fn current_sequence(&self) -> u64 {
         self.last_sequence.load(Ordering::Acquire)
+    }
+
+    pub fn replay_floor(&self) -> u64 {
+        self.persisted.borrow().floor
     }
 
     /// Sends a command and waits for its reply; `None` when the session has ended.
@@ -318,6 +323,8 @@ impl SessionHandle {
 pub struct SessionView {
     pub row: SessionRow,
     pub live: Option<LiveStatus>,
+    /// Replay covers every retained frame after this sequence.
+    pub replay_floor: u64,
 }
 
 /// All sessions of this process.
@@ -482,14 +489,20 @@ impl Sessions {
     }
 
     fn with_live(&self, mut row: SessionRow) -> SessionView {
-        let live = self.live(&row.id).map(|h| {
+        let handle = self.live(&row.id);
+        let live = handle.as_ref().map(|h| {
             row.last_sequence = h.current_sequence();
             h.status()
         });
         if let Some(l) = live {
             (row.cols, row.rows) = (l.cols, l.rows);
         }
-        SessionView { row, live }
+        let replay_floor = handle.map_or(row.replay_floor, |h| h.replay_floor());
+        SessionView {
+            row,
+            live,
+            replay_floor,
+        }
     }
 
     /// Ends a running session; false when it is not running.

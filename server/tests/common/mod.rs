@@ -148,17 +148,22 @@ impl TestServer {
 
     /// Waits until the session's state is `closed`.
     pub async fn wait_closed(&self, sid: &str) -> Value {
+        self.wait_until(sid, |s| s["state"] == "closed").await
+    }
+
+    /// Waits until the session view satisfies `ready` (roles released, retention pruned…).
+    pub async fn wait_until(&self, sid: &str, ready: impl Fn(&Value) -> bool) -> Value {
         tokio::time::timeout(WAIT, async {
             loop {
                 let s = self.session(sid).await;
-                if s["state"] == "closed" {
+                if ready(&s) {
                     return s;
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
         })
         .await
-        .expect("session closes")
+        .expect("the session reaches the expected state")
     }
 
     /// Runs `ptyhost token …` against this server's data dir; returns stdout.
