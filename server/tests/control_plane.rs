@@ -6,37 +6,11 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-async fn post(s: &TestServer, path: &str, token: &str, body: Value) -> (u16, Value) {
-    let r = s
-        .http
-        .post(s.url(path))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn get(s: &TestServer, path: &str, token: &str) -> (u16, Value) {
-    let r = s
-        .http
-        .get(s.url(path))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 #[tokio::test]
 async fn sessions_are_created_listed_shown_and_terminated_with_uuidv7_ids() {
     let s = TestServer::start(&[]).await;
     let cwd = s.dir.to_str().unwrap().to_owned();
-    let (status, created) = post(
-        &s,
+    let (status, created) = s.post(
         "/sessions",
         ADMIN,
         json!({ "argv": ["sh", "-c", "pwd; echo $GREETING; sleep 60"], "cwd": cwd, "env": { "GREETING": "hi there" }, "cols": 90, "rows": 20, "label": "build" }),
@@ -72,7 +46,7 @@ async fn sessions_are_created_listed_shown_and_terminated_with_uuidv7_ids() {
     }
     assert!(text.contains(&cwd) && text.contains("hi there"), "{text:?}");
 
-    let (_, list) = get(&s, "/sessions", ADMIN).await;
+    let (_, list) = s.get("/sessions", ADMIN).await;
     let listed = &list["sessions"][0];
     assert_eq!(listed["session_id"], sid.as_str());
     assert_eq!(
@@ -81,29 +55,16 @@ async fn sessions_are_created_listed_shown_and_terminated_with_uuidv7_ids() {
     );
     assert_eq!(listed["label"], "build");
 
-    let r = s
-        .http
-        .delete(s.url(&format!("/sessions/{sid}")))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let (_, shown) = get(&s, &format!("/sessions/{sid}"), ADMIN).await;
+    assert_eq!(s.delete(&format!("/sessions/{sid}"), ADMIN).await.0, 200);
+    let (_, shown) = s.get(&format!("/sessions/{sid}"), ADMIN).await;
     assert_eq!(
         (shown["state"].as_str(), shown["close_reason"].as_str()),
         (Some("closed"), Some("killed"))
     );
     assert!(shown["closed_at"].as_str().unwrap().ends_with('Z'));
     // Also at the root for the default instance.
-    let root = s
-        .http
-        .get(format!("http://{}/sessions/{sid}", s.addr))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(root.status(), 200);
+    let root = s.http.get(format!("http://{}/sessions/{sid}", s.addr));
+    assert_eq!(s.call(root, ADMIN).await.0, 200);
 }
 
 #[tokio::test]
@@ -133,19 +94,19 @@ async fn bad_session_requests_get_typed_errors_and_create_nothing() {
         (json!({ "shell": "bash" }), "invalid_argument"),
         (json!("not an object"), "invalid_argument"),
     ] {
-        let (status, err) = post(&s, "/sessions", ADMIN, body.clone()).await;
+        let (status, err) = s.post("/sessions", ADMIN, body.clone()).await;
         assert_eq!(status, 400, "{body}");
         assert_eq!(err["error"]["code"], code, "{body}: {err}");
         assert!(!err["error"]["message"].as_str().unwrap().is_empty());
     }
-    let (_, list) = get(&s, "/sessions", ADMIN).await;
+    let (_, list) = s.get("/sessions", ADMIN).await;
     assert_eq!(list["sessions"], json!([]));
 }
 
 #[tokio::test]
 async fn scopes_gate_the_control_plane_and_bound_tokens_see_only_their_session() {
     let s = TestServer::start(&[]).await;
-    let (status, err) = post(&s, "/sessions", "wrong", json!({})).await;
+    let (status, err) = s.post("/sessions", "wrong", json!({})).await;
     assert_eq!(
         (status, err["error"]["code"].as_str()),
         (401, Some("unauthenticated"))
@@ -164,7 +125,7 @@ async fn scopes_gate_the_control_plane_and_bound_tokens_see_only_their_session()
     let mine = cat_session(&s).await;
     let theirs = cat_session(&s).await;
     let observe = s.token("pty:observe", None).await;
-    let (status, err) = post(&s, "/sessions", &observe, json!({})).await;
+    let (status, err) = s.post("/sessions", &observe, json!({})).await;
     assert_eq!(
         (status, err["error"]["code"].as_str()),
         (403, Some("permission_denied"))
@@ -178,7 +139,7 @@ async fn scopes_gate_the_control_plane_and_bound_tokens_see_only_their_session()
         .unwrap();
     assert_eq!(r.status(), 403);
     assert_eq!(
-        get(&s, "/sessions", &observe).await.1["sessions"]
+        s.get("/sessions", &observe).await.1["sessions"]
             .as_array()
             .unwrap()
             .len(),
@@ -186,7 +147,7 @@ async fn scopes_gate_the_control_plane_and_bound_tokens_see_only_their_session()
     );
 
     let bound = s.token("pty:control", Some(&mine)).await;
-    let (_, list) = get(&s, "/sessions", &bound).await;
+    let (_, list) = s.get("/sessions", &bound).await;
     let ids: Vec<&str> = list["sessions"]
         .as_array()
         .unwrap()
@@ -195,12 +156,12 @@ async fn scopes_gate_the_control_plane_and_bound_tokens_see_only_their_session()
         .collect();
     assert_eq!(ids, vec![mine.as_str()]);
     assert_eq!(
-        get(&s, &format!("/sessions/{theirs}"), &bound).await.0,
+        s.get(&format!("/sessions/{theirs}"), &bound).await.0,
         404,
         "never 403"
     );
-    assert_eq!(get(&s, &format!("/sessions/{mine}"), &bound).await.0, 200);
-    assert_eq!(post(&s, "/sessions", &bound, json!({})).await.0, 403);
+    assert_eq!(s.get(&format!("/sessions/{mine}"), &bound).await.0, 200);
+    assert_eq!(s.post("/sessions", &bound, json!({})).await.0, 403);
     let r = s
         .http
         .get(format!("http://{}/agents/nope/sessions", s.addr))
@@ -215,13 +176,13 @@ async fn scopes_gate_the_control_plane_and_bound_tokens_see_only_their_session()
 async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
     let s = TestServer::start(&["--public-url", "https://pty.example/"]).await;
     let sid = cat_session(&s).await;
-    let (status, link) = post(
-        &s,
-        &format!("/sessions/{sid}/share"),
-        ADMIN,
-        json!({ "ttl_secs": 600, "label": "for bob" }),
-    )
-    .await;
+    let (status, link) = s
+        .post(
+            &format!("/sessions/{sid}/share"),
+            ADMIN,
+            json!({ "ttl_secs": 600, "label": "for bob" }),
+        )
+        .await;
     assert_eq!(status, 201);
     let token = link["token"].as_str().unwrap().to_owned();
     assert_eq!(
@@ -230,7 +191,7 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
     );
     assert!(link["expires_at"].as_str().unwrap().ends_with('Z'));
 
-    let (_, links) = get(&s, &format!("/sessions/{sid}/share"), ADMIN).await;
+    let (_, links) = s.get(&format!("/sessions/{sid}/share"), ADMIN).await;
     assert_eq!(links["links"][0]["id"], link["id"]);
     assert_eq!(links["links"][0]["label"], "for bob");
     assert!(
@@ -259,7 +220,7 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
     let other = cat_session(&s).await;
     assert_eq!(bearer_refusal(&s.ws_url(&other), &token).await, Some(404));
     assert_eq!(
-        post(&s, &format!("/sessions/{sid}/share"), &token, json!({}))
+        s.post(&format!("/sessions/{sid}/share"), &token, json!({}))
             .await
             .0,
         403
@@ -270,7 +231,7 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
         json!({ "expires": 5 }),
     ] {
         assert_eq!(
-            post(&s, &format!("/sessions/{sid}/share"), ADMIN, bad)
+            s.post(&format!("/sessions/{sid}/share"), ADMIN, bad)
                 .await
                 .0,
             400
@@ -278,25 +239,21 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
     }
 
     let link_id = link["id"].as_str().unwrap();
-    let r = s
-        .http
-        .delete(s.url(&format!("/sessions/{sid}/share/{link_id}")))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
-    let r = s
-        .http
-        .delete(s.url(&format!("/sessions/{sid}/share/{link_id}")))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(
+        s.delete(&format!("/sessions/{sid}/share/{link_id}"), ADMIN)
+            .await
+            .0,
+        204
+    );
+    assert_eq!(
+        s.delete(&format!("/sessions/{sid}/share/{link_id}"), ADMIN)
+            .await
+            .0,
+        404
+    );
     assert_eq!(bearer_refusal(&s.ws_url(&sid), &token).await, Some(401));
     assert_eq!(
-        get(&s, &format!("/sessions/{sid}/share"), ADMIN).await.1["links"],
+        s.get(&format!("/sessions/{sid}/share"), ADMIN).await.1["links"],
         json!([])
     );
 }
@@ -510,7 +467,7 @@ async fn health_and_readiness_answer_and_the_ui_page_is_served() {
 #[tokio::test]
 async fn me_tells_the_callers_scope_and_binding() {
     let s = TestServer::start(&[]).await;
-    let (status, me) = get(&s, "/me", ADMIN).await;
+    let (status, me) = s.get("/me", ADMIN).await;
     assert_eq!(
         (status, me["scope"].as_str(), me["label"].as_str()),
         (200, Some("pty:admin"), Some("bootstrap"))
@@ -518,12 +475,12 @@ async fn me_tells_the_callers_scope_and_binding() {
     assert!(me.get("token").is_none());
     let sid = cat_session(&s).await;
     let bound = s.token("pty:observe", Some(&sid)).await;
-    let (_, me) = get(&s, "/me", &bound).await;
+    let (_, me) = s.get("/me", &bound).await;
     assert_eq!(
         (me["scope"].as_str(), me["session_id"].as_str()),
         (Some("pty:observe"), Some(sid.as_str()))
     );
-    assert_eq!(get(&s, "/me", "nope").await.0, 401);
+    assert_eq!(s.get("/me", "nope").await.0, 401);
 }
 
 #[tokio::test]
@@ -570,7 +527,9 @@ async fn tokens_never_reach_the_logs() {
     let mut s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
     let control = s.token("pty:control", None).await;
-    let (_, link) = post(&s, &format!("/sessions/{sid}/share"), ADMIN, json!({})).await;
+    let (_, link) = s
+        .post(&format!("/sessions/{sid}/share"), ADMIN, json!({}))
+        .await;
     let share = link["token"].as_str().unwrap().to_owned();
     let mut c = s.attach(&sid, &control).await;
     c.join("controller").await;

@@ -541,15 +541,8 @@ async fn ext_scenario_10_close_lifecycle_emits_exactly_one_closed_each_way() {
     let sid = cat_session(&s).await;
     let mut c = s.attach(&sid, ADMIN).await;
     c.join("observer").await;
-    let resp = s
-        .http
-        .delete(s.url(&format!("/sessions/{sid}")))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let view: serde_json::Value = resp.json().await.unwrap();
+    let (status, view) = s.delete(&format!("/sessions/{sid}"), ADMIN).await;
+    assert_eq!(status, 200);
     assert_eq!(
         (view["state"].as_str(), view["close_reason"].as_str()),
         (Some("closed"), Some("killed"))

@@ -92,6 +92,27 @@ impl TestServer {
         format!("ws://{}/agents/local/sessions/{sid}/attach", self.addr)
     }
 
+    /// Calls the API under `B` with a bearer token; returns the status and the JSON body
+    /// (`null` when there is none).
+    pub async fn call(&self, req: reqwest::RequestBuilder, token: &str) -> (u16, Value) {
+        let r = req.bearer_auth(token).send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        self.call(self.http.get(self.url(path)), token).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        self.call(self.http.post(self.url(path)).json(&body), token)
+            .await
+    }
+
+    pub async fn delete(&self, path: &str, token: &str) -> (u16, Value) {
+        self.call(self.http.delete(self.url(path)), token).await
+    }
+
     /// SIGTERM, then wait for the process to finish its orderly shutdown.
     pub async fn stop(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
