@@ -2,6 +2,7 @@
 // The view types are deep when built without cargo-leptos's type erasure (release, tests).
 #![recursion_limit = "256"]
 
+pub mod a2a;
 pub mod api;
 #[cfg(feature = "hydrate")]
 mod client;

@@ -153,6 +153,7 @@ fn percentiles(times: &mut [Duration]) -> (Duration, Duration) {
 fn spec(argv: &[&str]) -> SessionSpec {
     SessionSpec {
         argv: argv.iter().map(|s| s.to_string()).collect(),
+        shell_integration: false,
         cwd: None,
         env: Default::default(),
         cols: 120,

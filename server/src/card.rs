@@ -41,13 +41,20 @@ fn pty_extension(state: &AppState) -> Value {
 pub fn v1_card(state: &AppState) -> Value {
     json!({
         "name": "ptyhost",
-        "description": "A terminal agent: runs PTY sessions that operators and agents attach to, watch and drive.",
+        "description": "A terminal agent: runs PTY sessions that operators and agents attach to, watch and drive, and runs each A2A message as a command in a session's shell.",
         "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [{
-            "url": state.attach_url("{session_id}"),
-            "protocolBinding": wire::BINDING_URI,
-            "protocolVersion": "1.0",
-        }],
+        "supportedInterfaces": [
+            {
+                "url": state.base_url(),
+                "protocolBinding": "HTTP+JSON",
+                "protocolVersion": "1.0",
+            },
+            {
+                "url": state.attach_url("{session_id}"),
+                "protocolBinding": wire::BINDING_URI,
+                "protocolVersion": "1.0",
+            },
+        ],
         "provider": { "organization": "ptyhost", "url": state.public_url },
         "capabilities": {
             "streaming": false,
@@ -64,9 +71,17 @@ pub fn v1_card(state: &AppState) -> Value {
             }
         },
         "securityRequirements": [{ "schemes": { "bearer": { "list": [] } } }],
-        "defaultInputModes": ["text/plain"],
+        "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/octet-stream"],
         "skills": [{
+            "id": "shell",
+            "name": "Run a shell command",
+            "description": "Runs the message as one command line in a session's shell (contextId = session id; none starts a new shell). A data part may give {argv, cwd, env, timeout_secs}. The output is the artifact \"output\"; exit 0 completes the task, any other exit fails it with the exit code in metadata.",
+            "tags": ["shell", "command", "terminal"],
+            "examples": ["ls -la", "make test"],
+            "inputModes": ["text/plain", "application/json"],
+            "outputModes": ["text/plain"],
+        }, {
             "id": "terminal",
             "name": "Terminal sessions",
             "description": "Interactive PTY sessions: attach over pty-ws/v1 to watch live output, type as the controller, resize, and replay history after a reconnect.",

@@ -124,6 +124,7 @@ impl ServeArgs {
             max_observers: self.max_observers,
             default_cols: 120,
             default_rows: 30,
+            shell_rc: None,
         })
     }
 

@@ -2,6 +2,7 @@
 // The UI's view types are deep when built without cargo-leptos's type erasure (tests).
 #![recursion_limit = "256"]
 
+pub mod a2a;
 pub mod auth;
 pub mod bindings;
 pub mod card;
@@ -38,11 +39,15 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
                 .unwrap_or_else(|_| "info,sqlx=warn".into()),
         )
         .init();
-    let settings = args.settings()?;
+    let mut settings = args.settings()?;
     let (heartbeat_interval, heartbeat_timeout) = args.heartbeat()?;
     let store = open_store(&args.store).await?;
+    settings.shell_rc = sessions::install_shell_rc(&args.store.data_dir)
+        .context("writing the shell-integration rc file")?;
     let sessions = Sessions::new(store.clone(), settings, args.instance_id.clone());
     sessions.recover().await?;
+    let tasks = a2a::service::TaskService::new(store.clone(), sessions.clone());
+    tasks.recover().await?;
     if let Some(token) = &args.bootstrap_token {
         auth::ensure_bootstrap(&store, token).await?;
     }
@@ -88,6 +93,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let shutdown = CancellationToken::new();
     let state = AppState::new(AppInner {
         sessions: sessions.clone(),
+        tasks,
         store: store.clone(),
         instance_id: args.instance_id.clone(),
         public_url,

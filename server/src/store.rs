@@ -383,6 +383,106 @@ impl Store {
     }
 }
 
+/// Which tasks a listing wants, newest status first.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter<'a> {
+    pub context_id: Option<&'a str>,
+    pub state: Option<&'a str>,
+    pub status_after_ms: Option<i64>,
+    /// Continue after this (status_at, id), exclusive.
+    pub after: Option<(i64, &'a str)>,
+    pub limit: u32,
+}
+
+impl Store {
+    /// Writes a task as it now is (insert or replace).
+    pub async fn put_task(
+        &self,
+        id: &str,
+        context_id: &str,
+        state: &str,
+        status_at: i64,
+        task_json: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO tasks (id, context_id, state, status_at, task) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state, status_at = excluded.status_at,
+             task = excluded.task",
+        )
+        .bind(id)
+        .bind(context_id)
+        .bind(state)
+        .bind(status_at)
+        .bind(task_json)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn task(&self, id: &str) -> Result<Option<String>> {
+        Ok(sqlx::query("SELECT task FROM tasks WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|r| r.get(0)))
+    }
+
+    /// One page of tasks as (status_at, id, task JSON), and how many match in all.
+    pub async fn list_tasks(
+        &self,
+        f: &TaskFilter<'_>,
+    ) -> Result<(Vec<(i64, String, String)>, i64)> {
+        const WHERE: &str = "WHERE (? IS NULL OR context_id = ?) AND (? IS NULL OR state = ?)
+             AND (? IS NULL OR status_at >= ?)";
+        let total: i64 = sqlx::query(AssertSqlSafe(format!("SELECT COUNT(*) FROM tasks {WHERE}")))
+            .bind(f.context_id)
+            .bind(f.context_id)
+            .bind(f.state)
+            .bind(f.state)
+            .bind(f.status_after_ms)
+            .bind(f.status_after_ms)
+            .fetch_one(&self.pool)
+            .await?
+            .get(0);
+        let (after_at, after_id) = f.after.map_or((None, None), |(t, id)| (Some(t), Some(id)));
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT status_at, id, task FROM tasks {WHERE}
+             AND (? IS NULL OR status_at < ? OR (status_at = ? AND id < ?))
+             ORDER BY status_at DESC, id DESC LIMIT ?"
+        )))
+        .bind(f.context_id)
+        .bind(f.context_id)
+        .bind(f.state)
+        .bind(f.state)
+        .bind(f.status_after_ms)
+        .bind(f.status_after_ms)
+        .bind(after_at)
+        .bind(after_at)
+        .bind(after_at)
+        .bind(after_id)
+        .bind(i64::from(f.limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok((
+            rows.iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect(),
+            total,
+        ))
+    }
+
+    /// Tasks a previous process left unfinished, as JSON.
+    pub async fn unfinished_tasks(&self) -> Result<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT task FROM tasks WHERE state IN ('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING',
+             'TASK_STATE_INPUT_REQUIRED', 'TASK_STATE_AUTH_REQUIRED')",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+}
+
 const TOKEN_COLUMNS: &str =
     "id, scope, session_id, label, kind, created_at, expires_at, revoked_at";
 const SESSION_COLUMNS: &str = "id, instance_id, label, argv, cwd, env, backend, class, cols, rows, \

@@ -1,3 +1,4 @@
 //! Thin adapters between transports and the session core.
 
 pub mod pty_ws;
+pub mod rest;

@@ -19,8 +19,9 @@ use leptos_axum::{LeptosRoutes, generate_route_list};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::a2a::service::TaskService;
 use crate::auth::{self, AuthError, Principal, Scope};
-use crate::bindings::pty_ws;
+use crate::bindings::{pty_ws, rest};
 use crate::card;
 use crate::sessions::Sessions;
 use crate::store::Store;
@@ -30,6 +31,7 @@ pub struct AppState(Arc<AppInner>);
 
 pub struct AppInner {
     pub sessions: Sessions,
+    pub tasks: TaskService,
     pub store: Store,
     pub instance_id: String,
     /// Origin clients reach us at, without a trailing slash (e.g. `http://127.0.0.1:3000`).
@@ -84,7 +86,8 @@ pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
             get(sessions::list_shares).post(sessions::share),
         )
         .route("/sessions/{sid}/share/{id}", delete(sessions::revoke_share))
-        .route("/sessions/{sid}/attach", get(pty_ws::attach));
+        .route("/sessions/{sid}/attach", get(pty_ws::attach))
+        .merge(rest::routes(state.clone()));
     let instance = api
         .clone()
         .route("/.well-known/agent-card.json", get(card::superset))

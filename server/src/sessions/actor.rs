@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::task::TaskTracker;
 
+use super::marks::{Mark, MarkScanner, Piece};
 use super::pty::{Exit, InputError, Pty, PtyEvents};
 use super::replay::Ring;
 use super::screen::Screen;
@@ -37,6 +38,8 @@ const EXIT_DRAIN: Duration = Duration::from_millis(250);
 /// Grace between SIGHUP and SIGKILL when a session is terminated.
 const KILL_GRACE: Duration = Duration::from_secs(2);
 const KEYFRAME_REQUEST_INTERVAL: Duration = Duration::from_secs(1);
+/// Grace between Ctrl-C and SIGKILL of the foreground job when a task is canceled.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
 /// Retention is enforced at least this often, and after every `replay_frames` frames.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -48,6 +51,7 @@ pub struct Start {
     pub settings: Settings,
     pub store: Store,
     pub registry: Sessions,
+    pub shell_integration: bool,
 }
 
 pub fn viewer_queue() -> (mpsc::Sender<Outbound>, mpsc::Receiver<Outbound>) {
@@ -90,10 +94,12 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         last_keyframe: Instant::now(),
         close_reason: None,
         registry: s.registry,
+        shell: s.shell_integration.then(Shell::default),
     };
     tasks.spawn(actor.run(command_rx, s.events));
     SessionHandle {
         id: s.id,
+        shell: s.shell_integration,
         commands,
         status,
         last_sequence,
@@ -146,6 +152,143 @@ struct Actor {
     last_keyframe: Instant,
     close_reason: Option<CloseReason>,
     registry: Sessions,
+    /// Present when the program marks its prompts (OSC 133): it runs tasks.
+    shell: Option<Shell>,
+}
+
+/// What a task's runner hears from the session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskEvent {
+    /// The command was typed at the prompt.
+    Started,
+    /// Bytes the command printed (between the C and D marks, exactly).
+    Output(Vec<u8>),
+    /// The shell reported the command's exit status.
+    Finished(Option<i32>),
+    /// Canceled before it was typed.
+    Dequeued,
+    /// The session ended first.
+    Ended,
+}
+
+/// A command line to run in the session's shell, and where its events go.
+pub struct TaskRun {
+    pub task_id: String,
+    pub line: String,
+    pub events: mpsc::UnboundedSender<TaskEvent>,
+}
+
+struct Running {
+    run: TaskRun,
+    capturing: bool,
+    kill_at: Option<Instant>,
+}
+
+/// The shell side of a session: marks in its output, and the commands queued for it.
+#[derive(Default)]
+struct Shell {
+    scanner: MarkScanner,
+    state: ShellState,
+}
+
+#[derive(Default)]
+struct ShellState {
+    /// The prompt is on screen and nothing has been typed for a task since.
+    prompt_ready: bool,
+    running: Option<Running>,
+    queue: std::collections::VecDeque<TaskRun>,
+}
+
+impl ShellState {
+    fn on_piece(&mut self, piece: Piece<'_>, pty: &Pty) {
+        match piece {
+            Piece::Text(t) => {
+                if let Some(r) = self.running.as_ref().filter(|r| r.capturing) {
+                    let _ = r.run.events.send(TaskEvent::Output(t.to_vec()));
+                }
+            }
+            Piece::Mark(Mark::PromptEnd) => {
+                self.prompt_ready = true;
+                self.start_next(pty);
+            }
+            Piece::Mark(Mark::PromptStart) => {}
+            Piece::Mark(Mark::OutputStart) => {
+                if let Some(r) = self.running.as_mut() {
+                    r.capturing = true;
+                }
+            }
+            // Typed only after a prompt, so any status that follows is our command's.
+            Piece::Mark(Mark::Finished(code)) => {
+                if let Some(r) = self.running.take() {
+                    let _ = r.run.events.send(TaskEvent::Finished(code));
+                }
+            }
+        }
+    }
+
+    fn start_next(&mut self, pty: &Pty) {
+        if !self.prompt_ready || self.running.is_some() {
+            return;
+        }
+        let Some(run) = self.queue.pop_front() else {
+            return;
+        };
+        let mut line = run.line.clone().into_bytes();
+        line.push(b'\r');
+        match pty.write(line) {
+            Ok(()) => {
+                self.prompt_ready = false;
+                let _ = run.events.send(TaskEvent::Started);
+                self.running = Some(Running {
+                    run,
+                    capturing: false,
+                    kill_at: None,
+                });
+            }
+            Err(_) => {
+                let _ = run.events.send(TaskEvent::Ended);
+            }
+        }
+    }
+
+    fn cancel(&mut self, task_id: &str, pty: &Pty) {
+        if let Some(i) = self.queue.iter().position(|r| r.task_id == task_id) {
+            if let Some(run) = self.queue.remove(i) {
+                let _ = run.events.send(TaskEvent::Dequeued);
+            }
+        } else if let Some(r) = self.running.as_mut().filter(|r| r.run.task_id == task_id) {
+            let _ = pty.write(vec![0x03]);
+            r.kill_at.get_or_insert(Instant::now() + CANCEL_GRACE);
+        }
+    }
+
+    fn kill_at(&self) -> Option<Instant> {
+        self.running.as_ref().and_then(|r| r.kill_at)
+    }
+
+    /// The grace period of a cancel ran out: kill the foreground job (never the shell).
+    fn kill_overdue(&mut self, pty: &Pty) {
+        if let Some(r) = self
+            .running
+            .as_mut()
+            .filter(|r| r.kill_at.is_some_and(|t| t <= Instant::now()))
+        {
+            r.kill_at = None;
+            pty.kill_foreground_job();
+        }
+    }
+
+    fn end(&mut self) {
+        for run in self
+            .running
+            .take()
+            .map(|r| r.run)
+            .into_iter()
+            .chain(self.queue.drain(..))
+        {
+            let _ = run.events.send(TaskEvent::Ended);
+        }
+    }
 }
 
 impl Actor {
@@ -161,7 +304,11 @@ impl Actor {
         let mut ticker = tokio::time::interval(self.settings.keyframe_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let wake = [drain_until, kill_at].into_iter().flatten().min();
+            let task_kill = self.shell.as_ref().and_then(|s| s.state.kill_at());
+            let wake = [drain_until, kill_at, task_kill]
+                .into_iter()
+                .flatten()
+                .min();
             tokio::select! {
                 biased;
                 Some(cmd) = commands.recv() => {
@@ -188,6 +335,9 @@ impl Actor {
                         if exited.is_none() {
                             self.pty.signal_group(libc::SIGKILL);
                         }
+                    }
+                    if let Some(shell) = self.shell.as_mut() {
+                        shell.state.kill_overdue(&self.pty);
                     }
                     if drain_until.is_some_and(|t| t <= now) {
                         break;
@@ -231,6 +381,14 @@ impl Actor {
             }
             Command::RequestKeyframe(client_id, reply) => {
                 let _ = reply.send(self.request_keyframe(&client_id));
+            }
+            Command::RunTask(run, reply) => {
+                let _ = reply.send(self.run_task(run));
+            }
+            Command::CancelTask(task_id) => {
+                if let Some(shell) = self.shell.as_mut() {
+                    shell.state.cancel(&task_id, &self.pty);
+                }
             }
             Command::Terminate(reason) => return Some(reason),
         }
@@ -315,6 +473,10 @@ impl Actor {
             }
         }
         self.screen.feed(&data);
+        if let Some(Shell { scanner, state }) = self.shell.as_mut() {
+            let pty = &self.pty;
+            scanner.scan(&data, |piece| state.on_piece(piece, pty));
+        }
         self.broadcast(
             SessionFrame::Output {
                 stream: OutputStream::Stdout,
@@ -588,6 +750,21 @@ impl Actor {
         Ok(())
     }
 
+    fn run_task(&mut self, run: TaskRun) -> Result<(), Refusal> {
+        if self.close_reason.is_some() {
+            return Err(Refusal::new(ErrorCode::Internal, "the session is closing"));
+        }
+        let Some(shell) = self.shell.as_mut() else {
+            return Err(Refusal::new(
+                ErrorCode::UnsupportedOperation,
+                "this session runs a program without shell integration; tasks need a session started as a shell",
+            ));
+        };
+        shell.state.queue.push_back(run);
+        shell.state.start_next(&self.pty);
+        Ok(())
+    }
+
     fn request_keyframe(&mut self, client_id: &str) -> Result<(), Refusal> {
         let i = self
             .index(client_id)
@@ -611,6 +788,9 @@ impl Actor {
     /// Emits the final keyframe and the one `Closed`, says goodbye to every member, waits
     /// until the history is durable, and retires the session.
     async fn close(mut self, exit: Exit) {
+        if let Some(shell) = self.shell.as_mut() {
+            shell.state.end();
+        }
         let reason = self.close_reason.unwrap_or(match exit.code {
             Some(_) => CloseReason::Normal,
             None => CloseReason::Killed,

@@ -2,7 +2,8 @@
 //! from, and the commands its owner task (see `actor`) accepts.
 
 mod actor;
-pub use actor::viewer_queue;
+pub use actor::{TaskEvent, TaskRun, viewer_queue};
+pub mod marks;
 pub mod pty;
 pub mod replay;
 pub mod screen;
@@ -35,6 +36,34 @@ pub struct Settings {
     pub max_observers: usize,
     pub default_cols: u16,
     pub default_rows: u16,
+    /// The bash rc file with shell-integration marks; login-shell sessions use it when set.
+    pub shell_rc: Option<PathBuf>,
+}
+
+/// Runs the user's login files, then marks prompts and commands with OSC 133 so that the
+/// task executor knows where a command's output starts and ends and how it exited.
+const SHELL_RC: &str = r#"# Written by ptyhost: shell integration for sessions that run A2A tasks.
+[ -f /etc/profile ] && . /etc/profile
+for __f in ~/.bash_profile ~/.bash_login ~/.profile; do [ -f "$__f" ] && { . "$__f"; break; }; done
+unset __f
+__ptyhost_done() { printf '\033]133;D;%s\007' "$?"; }
+PROMPT_COMMAND="__ptyhost_done${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
+PS1="\[\033]133;A\007\]${PS1:-\u@\h:\w\$ }\[\033]133;B\007\]"
+PS0=$'\033]133;C\007'
+"#;
+
+const BASH: &str = "/bin/bash";
+
+/// Writes the shell-integration rc file into `dir` when bash is installed.
+pub fn install_shell_rc(dir: &std::path::Path) -> std::io::Result<Option<PathBuf>> {
+    if !std::path::Path::new(BASH).is_file() {
+        return Ok(None);
+    }
+    std::fs::create_dir_all(dir)?;
+    // Absolute: sessions start in their own directory (by default $HOME).
+    let path = std::fs::canonicalize(dir)?.join("shell-integration.bash");
+    std::fs::write(&path, SHELL_RC)?;
+    Ok(Some(path))
 }
 
 /// Which session hosts exist here: only the native backend with the direct class.
@@ -96,6 +125,8 @@ pub struct SpecRequest {
 #[derive(Debug, Clone)]
 pub struct SessionSpec {
     pub argv: Vec<String>,
+    /// The program prints OSC 133 marks (our bash rc): it can run tasks.
+    pub shell_integration: bool,
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
     pub cols: u16,
@@ -112,6 +143,7 @@ impl SpecRequest {
             self.session_class.as_deref(),
         )?;
         let invalid = |m: &str| Err(SpecError::Invalid(m.to_owned()));
+        let mut shell_integration = false;
         let argv = match (self.argv, self.command) {
             (Some(_), Some(_)) => return invalid("give argv or command, not both"),
             (Some(argv), None) => {
@@ -121,7 +153,19 @@ impl SpecRequest {
                 argv
             }
             (None, Some(command)) => vec!["/bin/sh".into(), "-lc".into(), command],
-            (None, None) => vec![login_shell(), "-l".into()],
+            (None, None) => match &settings.shell_rc {
+                Some(rc) => {
+                    shell_integration = true;
+                    vec![
+                        BASH.into(),
+                        "--noprofile".into(),
+                        "--rcfile".into(),
+                        rc.display().to_string(),
+                        "-i".into(),
+                    ]
+                }
+                None => vec![login_shell(), "-l".into()],
+            },
         };
         if argv.iter().any(|a| a.contains('\0')) {
             return invalid("argv must not contain NUL bytes");
@@ -148,6 +192,7 @@ impl SpecRequest {
         }
         Ok(SessionSpec {
             argv,
+            shell_integration,
             cwd,
             env,
             cols: dim(self.cols, settings.default_cols)?,
@@ -262,6 +307,10 @@ pub enum Command {
     Resize(String, u16, u16, oneshot::Sender<Result<(), Refusal>>),
     RequestRole(String, Role, oneshot::Sender<Result<(), Refusal>>),
     RequestKeyframe(String, oneshot::Sender<Result<(), Refusal>>),
+    /// Queue a command line for the session's shell.
+    RunTask(TaskRun, oneshot::Sender<Result<(), Refusal>>),
+    /// Cancel a queued or running task: Ctrl-C, then SIGKILL of the foreground job.
+    CancelTask(String),
     Terminate(CloseReason),
 }
 
@@ -277,6 +326,8 @@ pub struct LiveStatus {
 #[derive(Clone)]
 pub struct SessionHandle {
     pub id: String,
+    /// The session's program is a shell with integration: it can run tasks.
+    pub shell: bool,
     commands: mpsc::Sender<Command>,
     status: watch::Receiver<LiveStatus>,
     last_sequence: Arc<AtomicU64>,
@@ -437,6 +488,7 @@ impl Sessions {
                         settings: self.inner.settings.clone(),
                         store: self.inner.store.clone(),
                         registry: self.clone(),
+                        shell_integration: spec.shell_integration,
                     },
                 );
                 self.inner.live.lock().unwrap().insert(id, handle);
@@ -566,6 +618,7 @@ mod tests {
             max_observers: 32,
             default_cols: 120,
             default_rows: 30,
+            shell_rc: None,
         }
     }
 

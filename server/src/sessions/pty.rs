@@ -134,6 +134,19 @@ impl Pty {
         self.master.resize(size(cols, rows))
     }
 
+    /// Kills the terminal's foreground process group, unless that is the session leader
+    /// itself (the shell).
+    pub fn kill_foreground_job(&self) {
+        if let (Some(pgid), Some(pid)) = (self.master.process_group_leader(), self.pid)
+            && pgid > 0
+            && pgid != pid as i32
+        {
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+    }
+
     /// Sends `signal` to the process group the session leader heads.
     pub fn signal_group(&self, signal: i32) {
         if let Some(pid) = self.pid {

@@ -1,0 +1,497 @@
+//! The A2A data model, normalized, with its A2A 1.0 ProtoJSON form: lowerCamelCase names
+//! (snake_case accepted on input), `ROLE_*` / `TASK_STATE_*` enums, flat parts
+//! (`text` | `raw` | `url` | `data` plus `mediaType` / `filename`). Decoding validates what
+//! 1.0 requires and reports the first violation by field.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    #[serde(rename = "ROLE_USER")]
+    User,
+    #[serde(rename = "ROLE_AGENT")]
+    Agent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TaskState {
+    #[serde(rename = "TASK_STATE_SUBMITTED")]
+    Submitted,
+    #[serde(rename = "TASK_STATE_WORKING")]
+    Working,
+    #[serde(rename = "TASK_STATE_COMPLETED")]
+    Completed,
+    #[serde(rename = "TASK_STATE_FAILED")]
+    Failed,
+    #[serde(rename = "TASK_STATE_CANCELED")]
+    Canceled,
+    #[serde(rename = "TASK_STATE_REJECTED")]
+    Rejected,
+    #[serde(rename = "TASK_STATE_INPUT_REQUIRED")]
+    InputRequired,
+    #[serde(rename = "TASK_STATE_AUTH_REQUIRED")]
+    AuthRequired,
+}
+
+impl TaskState {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Canceled | TaskState::Rejected
+        )
+    }
+
+    pub fn is_interrupted(self) -> bool {
+        matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
+    }
+
+    /// The 1.0 enum name (`TASK_STATE_WORKING`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskState::Submitted => "TASK_STATE_SUBMITTED",
+            TaskState::Working => "TASK_STATE_WORKING",
+            TaskState::Completed => "TASK_STATE_COMPLETED",
+            TaskState::Failed => "TASK_STATE_FAILED",
+            TaskState::Canceled => "TASK_STATE_CANCELED",
+            TaskState::Rejected => "TASK_STATE_REJECTED",
+            TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            TaskState::AuthRequired => "TASK_STATE_AUTH_REQUIRED",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<TaskState> {
+        serde_json::from_value(Value::String(name.to_owned())).ok()
+    }
+}
+
+/// A part's content: exactly one of the 1.0 oneof members.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    Raw(Vec<u8>),
+    Url(String),
+    Data(Value),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Part {
+    pub content: Content,
+    pub media_type: Option<String>,
+    pub filename: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+}
+
+impl Part {
+    pub fn text(text: impl Into<String>) -> Part {
+        Part {
+            content: Content::Text(text.into()),
+            media_type: None,
+            filename: None,
+            metadata: None,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PartJson {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    raw: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data: Option<Value>,
+    #[serde(default, alias = "media_type", skip_serializing_if = "Option::is_none")]
+    media_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    metadata: Option<Map<String, Value>>,
+}
+
+impl Serialize for Part {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut j = PartJson {
+            text: None,
+            raw: None,
+            url: None,
+            data: None,
+            media_type: self.media_type.clone(),
+            filename: self.filename.clone(),
+            metadata: self.metadata.clone(),
+        };
+        match &self.content {
+            Content::Text(t) => j.text = Some(t.clone()),
+            Content::Raw(b) => j.raw = Some(STANDARD.encode(b)),
+            Content::Url(u) => j.url = Some(u.clone()),
+            Content::Data(d) => j.data = Some(d.clone()),
+        }
+        j.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Part {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let j = PartJson::deserialize(d)?;
+        let set = [
+            j.text.is_some(),
+            j.raw.is_some(),
+            j.url.is_some(),
+            j.data.is_some(),
+        ];
+        if set.iter().filter(|b| **b).count() != 1 {
+            return Err(D::Error::custom(
+                "a part must have exactly one of text, raw, url, data",
+            ));
+        }
+        let content = if let Some(t) = j.text {
+            Content::Text(t)
+        } else if let Some(r) = j.raw {
+            Content::Raw(
+                STANDARD
+                    .decode(r.as_bytes())
+                    .map_err(|e| D::Error::custom(format!("raw is not base64: {e}")))?,
+            )
+        } else if let Some(u) = j.url {
+            if !is_absolute_url(&u) {
+                return Err(D::Error::custom(format!(
+                    "url {u:?} is not an absolute URL"
+                )));
+            }
+            Content::Url(u)
+        } else {
+            Content::Data(j.data.unwrap_or(Value::Null))
+        };
+        Ok(Part {
+            content,
+            media_type: j.media_type,
+            filename: j.filename,
+            metadata: j.metadata,
+        })
+    }
+}
+
+/// `scheme:rest` with an RFC 3986 scheme and something after it.
+fn is_absolute_url(u: &str) -> bool {
+    match u.split_once(':') {
+        Some((scheme, rest)) => {
+            !rest.is_empty()
+                && !u.chars().any(char::is_whitespace)
+                && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        }
+        None => false,
+    }
+}
+
+fn non_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.is_empty() {
+        return Err(D::Error::custom("must not be empty"));
+    }
+    Ok(s)
+}
+
+fn parts<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Part>, D::Error> {
+    let v = Vec::<Part>::deserialize(d)?;
+    if v.is_empty() {
+        return Err(D::Error::custom("parts must have at least one part"));
+    }
+    Ok(v)
+}
+
+fn extension_uris<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let v = Vec::<String>::deserialize(d)?;
+    if let Some(bad) = v.iter().find(|u| !is_absolute_url(u)) {
+        return Err(D::Error::custom(format!("extension {bad:?} is not a URI")));
+    }
+    Ok(v)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    #[serde(alias = "message_id", deserialize_with = "non_empty")]
+    pub message_id: String,
+    #[serde(default, alias = "context_id", skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    #[serde(default, alias = "task_id", skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    pub role: Role,
+    #[serde(deserialize_with = "parts")]
+    pub parts: Vec<Part>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(
+        default,
+        deserialize_with = "extension_uris",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub extensions: Vec<String>,
+    #[serde(
+        default,
+        alias = "reference_task_ids",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub reference_task_ids: Vec<String>,
+}
+
+impl Message {
+    /// The text of all text parts, joined by newlines.
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match &p.content {
+                Content::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The first data part, if any.
+    pub fn data(&self) -> Option<&Value> {
+        self.parts.iter().find_map(|p| match &p.content {
+            Content::Data(d) => Some(d),
+            _ => None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStatus {
+    pub state: TaskState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Artifact {
+    #[serde(alias = "artifact_id")]
+    pub artifact_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub parts: Vec<Part>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    pub id: String,
+    #[serde(alias = "context_id")]
+    pub context_id: String,
+    pub status: TaskStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<Vec<Artifact>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+impl Task {
+    /// The task as a reader asked for it: at most `history_length` recent messages (none
+    /// for 0, all when unset), and artifacts only when wanted.
+    pub fn view(mut self, history_length: Option<u32>, artifacts: bool) -> Task {
+        if let Some(n) = history_length {
+            let keep = self.history.len().saturating_sub(n as usize);
+            self.history.drain(..keep);
+        }
+        if !artifacts {
+            self.artifacts = None;
+        }
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStatusUpdateEvent {
+    pub task_id: String,
+    pub context_id: String,
+    pub status: TaskStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskArtifactUpdateEvent {
+    pub task_id: String,
+    pub context_id: String,
+    pub artifact: Artifact,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub append: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub last_chunk: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// One event of a task's stream, in the 1.0 wrapper form (`{"statusUpdate": …}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StreamResponse {
+    Task(Task),
+    Message(Message),
+    StatusUpdate(TaskStatusUpdateEvent),
+    ArtifactUpdate(TaskArtifactUpdateEvent),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendMessageConfiguration {
+    #[serde(default, alias = "accepted_output_modes")]
+    pub accepted_output_modes: Vec<String>,
+    #[serde(default, alias = "history_length")]
+    pub history_length: Option<u32>,
+    #[serde(default, alias = "return_immediately")]
+    pub return_immediately: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendMessageRequest {
+    #[serde(default)]
+    pub tenant: Option<String>,
+    pub message: Message,
+    #[serde(default)]
+    pub configuration: Option<SendMessageConfiguration>,
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_message_round_trips_in_protojson_and_accepts_snake_case() {
+        let m: Message = serde_json::from_value(json!({
+            "message_id": "m1", "role": "ROLE_USER", "context_id": "c",
+            "parts": [{"text": "ls"}, {"data": {"argv": ["ls"]}, "media_type": "application/json"}]
+        }))
+        .unwrap();
+        assert_eq!(m.text(), "ls");
+        let out = serde_json::to_value(&m).unwrap();
+        assert_eq!(out["messageId"], "m1");
+        assert_eq!(out["contextId"], "c");
+        assert_eq!(out["parts"][1]["mediaType"], "application/json");
+        assert!(out.get("extensions").is_none());
+    }
+
+    #[test]
+    fn invalid_messages_are_rejected_by_field() {
+        for (bad, why) in [
+            (
+                json!({"messageId": "m", "role": "user", "parts": [{"text": "x"}]}),
+                "ROLE",
+            ),
+            (
+                json!({"messageId": "m", "role": "ROLE_USER", "parts": []}),
+                "at least one",
+            ),
+            (
+                json!({"messageId": "", "role": "ROLE_USER", "parts": [{"text": "x"}]}),
+                "empty",
+            ),
+            (
+                json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x", "url": "http://a"}]}),
+                "exactly one",
+            ),
+            (
+                json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"raw": "***"}]}),
+                "base64",
+            ),
+            (
+                json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"url": "not a url"}]}),
+                "URL",
+            ),
+            (
+                json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}], "extensions": ["x y"]}),
+                "URI",
+            ),
+        ] {
+            let e = serde_json::from_value::<Message>(bad.clone())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn stream_responses_use_the_1_0_wrappers_and_state_names() {
+        let ev = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state: TaskState::Canceled,
+                message: None,
+                timestamp: None,
+            },
+            metadata: None,
+        });
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(v["statusUpdate"]["status"]["state"], "TASK_STATE_CANCELED");
+        assert_eq!(
+            TaskState::from_name("TASK_STATE_INPUT_REQUIRED"),
+            Some(TaskState::InputRequired)
+        );
+        assert!(
+            TaskState::InputRequired.is_interrupted() && !TaskState::InputRequired.is_terminal()
+        );
+    }
+
+    #[test]
+    fn task_views_trim_history_and_omit_artifacts_unless_asked() {
+        let msg = |id: &str| Message {
+            message_id: id.into(),
+            context_id: None,
+            task_id: None,
+            role: Role::User,
+            parts: vec![Part::text("x")],
+            metadata: None,
+            extensions: vec![],
+            reference_task_ids: vec![],
+        };
+        let task = Task {
+            id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state: TaskState::Working,
+                message: None,
+                timestamp: None,
+            },
+            artifacts: Some(vec![]),
+            history: vec![msg("1"), msg("2"), msg("3")],
+            metadata: None,
+        };
+        let v = task.clone().view(Some(2), false);
+        assert_eq!(
+            v.history
+                .iter()
+                .map(|m| m.message_id.as_str())
+                .collect::<Vec<_>>(),
+            ["2", "3"]
+        );
+        assert!(v.artifacts.is_none());
+        assert!(task.view(Some(0), true).history.is_empty());
+    }
+}

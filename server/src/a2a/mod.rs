@@ -1,0 +1,123 @@
+//! A2A: the errors every binding maps into its own vocabulary, and the task service
+//! that every binding calls (`service`).
+
+pub mod service;
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+/// An A2A error, independent of the binding that reports it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum A2aError {
+    #[error("task {0} not found")]
+    TaskNotFound(String),
+    #[error("task {0} is in a terminal state and cannot be canceled")]
+    TaskNotCancelable(String),
+    #[error("{0}")]
+    UnsupportedOperation(String),
+    #[error("{0}")]
+    ContentTypeNotSupported(String),
+    #[error(
+        "push notifications are not offered by this agent (capabilities.pushNotifications is false)"
+    )]
+    PushNotificationNotSupported,
+    #[error("{0}")]
+    VersionNotSupported(String),
+    /// The request is not valid JSON or not the expected shape.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The request is well-formed but a parameter is not acceptable.
+    #[error("{0}")]
+    InvalidParams(String),
+    #[error("{0}")]
+    MethodNotFound(String),
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    PermissionDenied(String),
+    #[error("internal error")]
+    Internal,
+}
+
+impl A2aError {
+    /// The ErrorInfo reason (UPPER_SNAKE, no "Error" suffix).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            A2aError::TaskNotFound(_) => "TASK_NOT_FOUND",
+            A2aError::TaskNotCancelable(_) => "TASK_NOT_CANCELABLE",
+            A2aError::UnsupportedOperation(_) => "UNSUPPORTED_OPERATION",
+            A2aError::ContentTypeNotSupported(_) => "CONTENT_TYPE_NOT_SUPPORTED",
+            A2aError::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            A2aError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
+            A2aError::InvalidRequest(_) => "INVALID_REQUEST",
+            A2aError::InvalidParams(_) => "INVALID_PARAMS",
+            A2aError::MethodNotFound(_) => "METHOD_NOT_FOUND",
+            A2aError::Unauthenticated(_) => "UNAUTHENTICATED",
+            A2aError::PermissionDenied(_) => "PERMISSION_DENIED",
+            A2aError::Internal => "INTERNAL",
+        }
+    }
+
+    /// HTTP status and google.rpc code name (A2A v1.0.1 table).
+    pub fn http(&self) -> (StatusCode, &'static str) {
+        match self {
+            A2aError::TaskNotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            A2aError::TaskNotCancelable(_)
+            | A2aError::PushNotificationNotSupported
+            | A2aError::UnsupportedOperation(_)
+            | A2aError::VersionNotSupported(_) => (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION"),
+            A2aError::ContentTypeNotSupported(_)
+            | A2aError::InvalidRequest(_)
+            | A2aError::InvalidParams(_) => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
+            A2aError::MethodNotFound(_) => (StatusCode::NOT_FOUND, "UNIMPLEMENTED"),
+            A2aError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
+            A2aError::PermissionDenied(_) => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
+            A2aError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL"),
+        }
+    }
+
+    /// The JSON-RPC error code.
+    pub fn jsonrpc_code(&self) -> i64 {
+        match self {
+            A2aError::TaskNotFound(_) => -32001,
+            A2aError::TaskNotCancelable(_) => -32002,
+            A2aError::PushNotificationNotSupported => -32003,
+            A2aError::UnsupportedOperation(_) => -32004,
+            A2aError::ContentTypeNotSupported(_) => -32005,
+            A2aError::VersionNotSupported(_) => -32009,
+            A2aError::InvalidRequest(_) => -32600,
+            A2aError::MethodNotFound(_) => -32601,
+            A2aError::InvalidParams(_) => -32602,
+            A2aError::Unauthenticated(_) | A2aError::PermissionDenied(_) | A2aError::Internal => {
+                -32603
+            }
+        }
+    }
+
+    /// The google.rpc.ErrorInfo detail.
+    pub fn error_info(&self) -> Value {
+        json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": self.reason(),
+            "domain": "a2a-protocol.org",
+        })
+    }
+
+    /// The REST body: google.rpc.Status.
+    pub fn status_body(&self) -> Value {
+        let (http, status) = self.http();
+        json!({ "error": {
+            "code": http.as_u16(),
+            "status": status,
+            "message": self.to_string(),
+            "details": [self.error_info()],
+        }})
+    }
+}
+
+impl From<anyhow::Error> for A2aError {
+    fn from(e: anyhow::Error) -> A2aError {
+        tracing::error!(error = %format!("{e:#}"), "A2A request failed");
+        A2aError::Internal
+    }
+}

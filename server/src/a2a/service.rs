@@ -1,0 +1,622 @@
+//! The task service every binding calls: a message becomes a command typed into a session's
+//! shell (the shell executor); its output streams into an artifact and its exit status ends
+//! the task. Every transition is persisted before it is announced.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use app::a2a::{
+    Artifact, Content, Message, Part, Role, SendMessageRequest, Task, TaskState, TaskStatus,
+};
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, watch};
+
+use super::A2aError;
+use crate::auth::{Principal, Scope};
+use crate::clock;
+use crate::sessions::{Command, Sessions, SpecRequest, TaskEvent, TaskRun};
+use crate::store::{Store, TaskFilter};
+
+/// Output kept in a task's artifact; beyond it the artifact says it was cut.
+const MAX_OUTPUT: usize = 1024 * 1024;
+const OUTPUT_ARTIFACT: &str = "output";
+/// How long a cancel waits for the task to end before answering with what it has.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Clone)]
+pub struct TaskService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    sessions: Sessions,
+    /// Tasks still running in this process: their latest snapshot, and cancel requests.
+    live: Mutex<HashMap<String, Live>>,
+}
+
+struct Live {
+    snapshot: watch::Receiver<Task>,
+    cancel: watch::Sender<bool>,
+    context_id: String,
+}
+
+/// ListTasks parameters, validated by the binding.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    pub page_size: Option<u32>,
+    pub page_token: Option<String>,
+    pub history_length: Option<u32>,
+    pub status_after_ms: Option<i64>,
+    pub include_artifacts: bool,
+}
+
+pub struct ListPage {
+    pub tasks: Vec<Task>,
+    pub next_page_token: String,
+    pub page_size: u32,
+    pub total_size: i64,
+}
+
+impl TaskService {
+    pub fn new(store: Store, sessions: Sessions) -> TaskService {
+        TaskService {
+            inner: Arc::new(Inner {
+                store,
+                sessions,
+                live: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Fails the tasks a previous process left unfinished: their shells died with it.
+    pub async fn recover(&self) -> anyhow::Result<()> {
+        for json in self.inner.store.unfinished_tasks().await? {
+            let mut task: Task = serde_json::from_str(&json)?;
+            task.status = status(
+                TaskState::Failed,
+                Some("ptyhost stopped while the task was running".into()),
+                None,
+            );
+            self.persist(&task).await?;
+        }
+        Ok(())
+    }
+
+    async fn persist(&self, task: &Task) -> anyhow::Result<()> {
+        let at = task
+            .status
+            .timestamp
+            .as_deref()
+            .and_then(parse_ms)
+            .unwrap_or_else(clock::now_ms);
+        self.inner
+            .store
+            .put_task(
+                &task.id,
+                &task.context_id,
+                task.status.state.name(),
+                at,
+                &serde_json::to_string(task)?,
+            )
+            .await
+    }
+
+    /// SendMessage: starts a task for the message and, unless `returnImmediately`, waits
+    /// until it is terminal or interrupted.
+    pub async fn send(&self, who: &Principal, req: SendMessageRequest) -> Result<Task, A2aError> {
+        require(who, Scope::Control)?;
+        let config = req.configuration.unwrap_or_default();
+        let mut message = req.message;
+        if message.role != Role::User {
+            return Err(A2aError::InvalidParams(
+                "the message role must be ROLE_USER".into(),
+            ));
+        }
+        if let Some(task_id) = &message.task_id {
+            let task = self.get(who, task_id, None).await?;
+            return Err(A2aError::UnsupportedOperation(format!(
+                "task {} is {}: a follow-up message can only answer a task that asks for input",
+                task.id,
+                task.status.state.name()
+            )));
+        }
+        let line = command_line(&message)?;
+        let handle = match &message.context_id {
+            Some(sid) => {
+                let visible = who.sees_session(sid);
+                match self.inner.sessions.live(sid).filter(|_| visible) {
+                    Some(h) => h,
+                    None => {
+                        return Err(A2aError::InvalidParams(format!(
+                            "contextId {sid} names no running session"
+                        )));
+                    }
+                }
+            }
+            None => {
+                if who.session_id.is_some() {
+                    return Err(A2aError::PermissionDenied(
+                        "a session-bound token can only send to its session (set contextId)".into(),
+                    ));
+                }
+                let spec = SpecRequest::default()
+                    .into_spec(self.inner.sessions.settings())
+                    .map_err(|e| A2aError::InvalidParams(e.to_string()))?;
+                let row = self.inner.sessions.create(spec).await?;
+                self.inner.sessions.live(&row.id).ok_or_else(|| {
+                    A2aError::UnsupportedOperation("the new session failed to start".into())
+                })?
+            }
+        };
+        if !handle.shell {
+            return Err(A2aError::UnsupportedOperation(format!(
+                "session {} runs a program, not a shell with integration; tasks need a shell session",
+                handle.id
+            )));
+        }
+        let task_id = uuid::Uuid::now_v7().to_string();
+        message.task_id = Some(task_id.clone());
+        message.context_id = Some(handle.id.clone());
+        let task = Task {
+            id: task_id.clone(),
+            context_id: handle.id.clone(),
+            status: status(TaskState::Submitted, None, None),
+            artifacts: Some(Vec::new()),
+            history: vec![message],
+            metadata: None,
+        };
+        self.persist(&task).await?;
+
+        let (events, events_rx) = mpsc::unbounded_channel();
+        let (snapshot_tx, snapshot) = watch::channel(task.clone());
+        let (cancel, cancel_rx) = watch::channel(false);
+        self.inner.live.lock().unwrap().insert(
+            task_id.clone(),
+            Live {
+                snapshot: snapshot.clone(),
+                cancel,
+                context_id: handle.id.clone(),
+            },
+        );
+        tokio::spawn(self.clone().run(task, events_rx, snapshot_tx, cancel_rx));
+        let queued = handle
+            .ask(|reply| {
+                Command::RunTask(
+                    TaskRun {
+                        task_id: task_id.clone(),
+                        line,
+                        events,
+                    },
+                    reply,
+                )
+            })
+            .await;
+        if let Some(Err(refusal)) = queued {
+            tracing::warn!(task_id, reason = %refusal.message, "the session refused the task");
+        }
+        if !config.return_immediately {
+            let mut snapshot = snapshot;
+            let _ = snapshot
+                .wait_for(|t| t.status.state.is_terminal() || t.status.state.is_interrupted())
+                .await;
+            return Ok(snapshot.borrow().clone().view(config.history_length, true));
+        }
+        let current = snapshot.borrow().clone();
+        Ok(current.view(config.history_length, true))
+    }
+
+    /// Follows one task from its session's events to a terminal state.
+    async fn run(
+        self,
+        mut task: Task,
+        mut events: mpsc::UnboundedReceiver<TaskEvent>,
+        snapshot: watch::Sender<Task>,
+        cancel: watch::Receiver<bool>,
+    ) {
+        let mut output: Vec<u8> = Vec::new();
+        let mut cut = false;
+        let outcome = loop {
+            match events.recv().await {
+                Some(TaskEvent::Started) => {
+                    task.status = status(TaskState::Working, None, None);
+                    self.announce(&task, &snapshot).await;
+                }
+                Some(TaskEvent::Output(bytes)) => {
+                    let room = MAX_OUTPUT.saturating_sub(output.len());
+                    cut |= bytes.len() > room;
+                    output.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                    task.artifacts = Some(vec![output_artifact(&output, cut)]);
+                    snapshot.send_replace(task.clone());
+                }
+                Some(TaskEvent::Finished(code)) => break Outcome::Exited(code),
+                Some(TaskEvent::Dequeued) => break Outcome::Dequeued,
+                Some(TaskEvent::Ended) | None => break Outcome::SessionEnded,
+            }
+        };
+        let canceled = *cancel.borrow();
+        task.status = match (outcome, canceled) {
+            (Outcome::Dequeued, _) | (Outcome::Exited(_), true) => {
+                status(TaskState::Canceled, Some("canceled".into()), None)
+            }
+            (Outcome::Exited(Some(0)), false) => {
+                status(TaskState::Completed, Some("exit code 0".into()), Some(0))
+            }
+            (Outcome::Exited(Some(code)), false) => status(
+                TaskState::Failed,
+                Some(format!("exit code {code}")),
+                Some(code),
+            ),
+            (Outcome::Exited(None), false) => status(
+                TaskState::Failed,
+                Some("the shell reported no exit status".into()),
+                None,
+            ),
+            (Outcome::SessionEnded, _) => {
+                status(TaskState::Failed, Some("the session ended".into()), None)
+            }
+        };
+        if let Outcome::Exited(Some(code)) = outcome {
+            task.metadata
+                .get_or_insert_with(Map::new)
+                .insert("exit_code".into(), json!(code));
+        }
+        self.announce(&task, &snapshot).await;
+        self.inner.live.lock().unwrap().remove(&task.id);
+    }
+
+    /// Persists a transition, then makes it visible.
+    async fn announce(&self, task: &Task, snapshot: &watch::Sender<Task>) {
+        if let Err(e) = self.persist(task).await {
+            tracing::error!(task_id = %task.id, error = %format!("{e:#}"), "persisting a task failed");
+        }
+        snapshot.send_replace(task.clone());
+    }
+
+    /// The latest view of a task: live in this process, or from the store.
+    async fn current(&self, id: &str) -> Result<Option<Task>, A2aError> {
+        let live = self
+            .inner
+            .live
+            .lock()
+            .unwrap()
+            .get(id)
+            .map(|l| l.snapshot.borrow().clone());
+        if let Some(t) = live {
+            return Ok(Some(t));
+        }
+        match self.inner.store.task(id).await? {
+            Some(json) => Ok(Some(
+                serde_json::from_str(&json).map_err(anyhow::Error::from)?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// GetTask. A task outside the caller's sessions is "not found", never "forbidden".
+    pub async fn get(
+        &self,
+        who: &Principal,
+        id: &str,
+        history_length: Option<u32>,
+    ) -> Result<Task, A2aError> {
+        require(who, Scope::Observe)?;
+        match self.current(id).await? {
+            Some(t) if who.sees_session(&t.context_id) => Ok(t.view(history_length, true)),
+            _ => Err(A2aError::TaskNotFound(id.to_owned())),
+        }
+    }
+
+    /// CancelTask: Ctrl-C to the command (SIGKILL after a grace period); answers once the
+    /// task ended, or with its state after a bounded wait.
+    pub async fn cancel(&self, who: &Principal, id: &str) -> Result<Task, A2aError> {
+        require(who, Scope::Control)?;
+        let task = self.get(who, id, None).await?;
+        if task.status.state == TaskState::Canceled {
+            return Ok(task);
+        }
+        if task.status.state.is_terminal() {
+            return Err(A2aError::TaskNotCancelable(id.to_owned()));
+        }
+        let live = {
+            let live = self.inner.live.lock().unwrap();
+            live.get(id).map(|l| {
+                l.cancel.send_replace(true);
+                (l.snapshot.clone(), l.context_id.clone())
+            })
+        };
+        let Some((mut snapshot, context_id)) = live else {
+            return Err(A2aError::TaskNotCancelable(id.to_owned()));
+        };
+        if let Some(h) = self.inner.sessions.live(&context_id) {
+            h.tell(Command::CancelTask(id.to_owned())).await;
+        }
+        let _ = tokio::time::timeout(
+            CANCEL_WAIT,
+            snapshot.wait_for(|t| t.status.state.is_terminal()),
+        )
+        .await;
+        let task = snapshot.borrow().clone();
+        Ok(task)
+    }
+
+    /// ListTasks, newest status first, with a cursor.
+    pub async fn list(&self, who: &Principal, q: ListQuery) -> Result<ListPage, A2aError> {
+        require(who, Scope::Observe)?;
+        let page_size = q.page_size.unwrap_or(50);
+        if !(1..=100).contains(&page_size) {
+            return Err(A2aError::InvalidParams(
+                "pageSize must be between 1 and 100".into(),
+            ));
+        }
+        if let (Some(bound), Some(asked)) = (&who.session_id, &q.context_id)
+            && bound != asked
+        {
+            return Ok(ListPage {
+                tasks: Vec::new(),
+                next_page_token: String::new(),
+                page_size,
+                total_size: 0,
+            });
+        }
+        let cursor =
+            match q.page_token.as_deref().filter(|t| !t.is_empty()) {
+                Some(t) => Some(decode_cursor(t).ok_or_else(|| {
+                    A2aError::InvalidParams("pageToken is not one of ours".into())
+                })?),
+                None => None,
+            };
+        let context = q.context_id.as_deref().or(who.session_id.as_deref());
+        let (rows, total) = self
+            .inner
+            .store
+            .list_tasks(&TaskFilter {
+                context_id: context,
+                state: q.state.map(TaskState::name),
+                status_after_ms: q.status_after_ms,
+                after: cursor.as_ref().map(|(t, id)| (*t, id.as_str())),
+                limit: page_size + 1,
+            })
+            .await?;
+        let more = rows.len() > page_size as usize;
+        let rows = &rows[..rows.len().min(page_size as usize)];
+        let next_page_token = match (more, rows.last()) {
+            (true, Some((at, id, _))) => encode_cursor(*at, id),
+            _ => String::new(),
+        };
+        let mut tasks = Vec::with_capacity(rows.len());
+        for (_, id, json) in rows {
+            // A running task's stored row may lag its live snapshot: show the live one.
+            let task = match self.current(id).await? {
+                Some(t) => t,
+                None => serde_json::from_str(json).map_err(anyhow::Error::from)?,
+            };
+            tasks.push(task.view(q.history_length, q.include_artifacts));
+        }
+        Ok(ListPage {
+            tasks,
+            next_page_token,
+            page_size,
+            total_size: total,
+        })
+    }
+}
+
+/// How a task's command ended, as the session reported it.
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    Exited(Option<i32>),
+    Dequeued,
+    SessionEnded,
+}
+
+fn require(who: &Principal, needed: Scope) -> Result<(), A2aError> {
+    if who.scope < needed {
+        return Err(A2aError::PermissionDenied(format!(
+            "this needs {needed}; the token has {}",
+            who.scope
+        )));
+    }
+    Ok(())
+}
+
+fn status(state: TaskState, text: Option<String>, exit_code: Option<i32>) -> TaskStatus {
+    TaskStatus {
+        state,
+        message: text.map(|t| Message {
+            message_id: uuid::Uuid::now_v7().to_string(),
+            context_id: None,
+            task_id: None,
+            role: Role::Agent,
+            parts: vec![Part::text(t)],
+            metadata: exit_code.map(|c| {
+                let mut m = Map::new();
+                m.insert("exit_code".into(), json!(c));
+                m
+            }),
+            extensions: Vec::new(),
+            reference_task_ids: Vec::new(),
+        }),
+        timestamp: Some(clock::now_rfc3339()),
+    }
+}
+
+fn output_artifact(output: &[u8], cut: bool) -> Artifact {
+    let mut part = Part::text(String::from_utf8_lossy(output).into_owned());
+    part.media_type = Some("text/plain".into());
+    Artifact {
+        artifact_id: OUTPUT_ARTIFACT.into(),
+        name: Some("output".into()),
+        description: Some(if cut {
+            format!("the command's terminal output (first {MAX_OUTPUT} bytes)")
+        } else {
+            "the command's terminal output".into()
+        }),
+        parts: vec![part],
+        metadata: None,
+    }
+}
+
+/// The command line a message asks for: a data part `{argv, cwd, env, timeout_secs}`, or
+/// its text parts as one line.
+fn command_line(message: &Message) -> Result<String, A2aError> {
+    let invalid = |m: &str| Err(A2aError::InvalidParams(m.into()));
+    if let Some(data) = message.data() {
+        let Some(argv) = data.get("argv").and_then(Value::as_array) else {
+            return invalid("a data part must carry argv (an array of strings)");
+        };
+        let argv: Option<Vec<&str>> = argv.iter().map(Value::as_str).collect();
+        let argv = match argv {
+            Some(a) if !a.is_empty() => a,
+            _ => return invalid("argv must be a non-empty array of strings"),
+        };
+        let mut line = String::new();
+        if let Some(cwd) = data.get("cwd").and_then(Value::as_str) {
+            line.push_str(&format!("cd {} && ", quote(cwd)));
+        }
+        if let Some(env) = data.get("env").and_then(Value::as_object) {
+            for (k, v) in env {
+                let Some(v) = v.as_str().filter(|_| is_env_name(k)) else {
+                    return invalid("env must map variable names to strings");
+                };
+                line.push_str(&format!("{k}={} ", quote(v)));
+            }
+        }
+        if let Some(secs) = data.get("timeout_secs").and_then(Value::as_u64) {
+            line.push_str(&format!("timeout {secs} "));
+        }
+        line.push_str(&argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" "));
+        return Ok(line);
+    }
+    let text = message
+        .parts
+        .iter()
+        .filter_map(|p| match &p.content {
+            Content::Text(t) => Some(t.trim()),
+            _ => None,
+        })
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if text.is_empty() {
+        return invalid("the message carries no command: give text parts or a data part with argv");
+    }
+    if text.contains(['\n', '\r']) || text.chars().any(|c| c.is_control() && c != '\t') {
+        return invalid("the command must be one line without control characters");
+    }
+    Ok(text)
+}
+
+fn is_env_name(k: &str) -> bool {
+    !k.is_empty()
+        && !k.starts_with(|c: char| c.is_ascii_digit())
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Quotes a word for bash: bare when safe, '…' otherwise, and $'…' when it holds control
+/// characters, so a command always stays on one line.
+fn quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
+        return s.to_owned();
+    }
+    if s.chars().any(char::is_control) {
+        let mut out = String::from("$'");
+        for c in s.chars() {
+            match c {
+                '\\' => out.push_str(r"\\"),
+                '\'' => out.push_str(r"\'"),
+                '\n' => out.push_str(r"\n"),
+                '\t' => out.push_str(r"\t"),
+                '\r' => out.push_str(r"\r"),
+                c if c.is_control() => out.push_str(&format!(r"\x{:02x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+        return out;
+    }
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn parse_ms(ts: &str) -> Option<i64> {
+    let t = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok()?;
+    Some((t.unix_timestamp_nanos() / 1_000_000) as i64)
+}
+
+fn encode_cursor(at: i64, id: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{at}:{id}"))
+}
+
+fn decode_cursor(token: &str) -> Option<(i64, String)> {
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (at, id) = text.split_once(':')?;
+    Some((at.parse().ok()?, id.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(parts: Vec<Part>) -> Message {
+        Message {
+            message_id: "m".into(),
+            context_id: None,
+            task_id: None,
+            role: Role::User,
+            parts,
+            metadata: None,
+            extensions: Vec::new(),
+            reference_task_ids: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn data_parts_become_a_quoted_command_line() {
+        let data = Part {
+            content: Content::Data(
+                json!({ "argv": ["printf", "%s\n", "it's"], "cwd": "/tmp/a b", "env": { "X": "1 2" }, "timeout_secs": 5 }),
+            ),
+            media_type: None,
+            filename: None,
+            metadata: None,
+        };
+        assert_eq!(
+            command_line(&message(vec![data])).unwrap(),
+            r"cd '/tmp/a b' && X='1 2' timeout 5 printf $'%s\n' 'it'\''s'"
+        );
+        assert_eq!(
+            command_line(&message(vec![Part::text(" ls "), Part::text("-la")])).unwrap(),
+            "ls -la"
+        );
+        for bad in [
+            vec![Part::text("a\nb")],
+            vec![Part::text(" ")],
+            vec![Part::text("x\u{1b}[1m")],
+        ] {
+            assert!(matches!(
+                command_line(&message(bad)),
+                Err(A2aError::InvalidParams(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn page_cursors_round_trip_and_foreign_tokens_are_refused() {
+        let token = encode_cursor(1700000000123, "0190-abc");
+        assert_eq!(
+            decode_cursor(&token),
+            Some((1700000000123, "0190-abc".into()))
+        );
+        assert_eq!(decode_cursor("!!"), None);
+    }
+}

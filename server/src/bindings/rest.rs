@@ -1,0 +1,317 @@
+//! The A2A 1.0 HTTP+JSON binding: routes, `A2A-Version` negotiation, content types, and
+//! errors as google.rpc.Status with an ErrorInfo. Business logic lives in the task service.
+
+use std::collections::HashMap;
+
+use app::a2a::{SendMessageRequest, TaskState};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::a2a::A2aError;
+use crate::a2a::service::ListQuery;
+use crate::auth::{self, Principal};
+use crate::http::{AppState, header_bearer};
+
+const A2A_JSON: &str = "application/a2a+json";
+const JSON: &str = "application/json";
+
+pub fn routes(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/message:send", post(send_message))
+        .route("/message:stream", post(streaming_unsupported))
+        .route("/tasks", get(list_tasks))
+        .route("/tasks/{task}", get(get_task).post(task_action))
+        .route(
+            "/tasks/{task}/pushNotificationConfigs",
+            get(push_unsupported).post(push_unsupported),
+        )
+        .route(
+            "/tasks/{task}/pushNotificationConfigs/{config}",
+            get(push_unsupported).delete(push_unsupported),
+        )
+        .route("/extendedAgentCard", get(extended_card))
+        .route_layer(middleware::from_fn_with_state(state, negotiate))
+}
+
+/// Which media type the caller speaks: the response mirrors it.
+#[derive(Debug, Clone, Copy)]
+struct Media(&'static str);
+
+/// Checks `A2A-Version` (1.0 routes need 1.x; missing means 0.3) and the request's
+/// content type, then stamps the response with the caller's media type and `Vary`.
+async fn negotiate(mut req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let media = pick_media(headers);
+    let version = headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .unwrap_or("");
+    let refusal = if !(version == "1" || version.starts_with("1.")) {
+        let shown = if version.is_empty() {
+            "none (that means 0.3)"
+        } else {
+            version
+        };
+        Some(A2aError::VersionNotSupported(format!(
+            "A2A-Version {shown} is not served here: this route speaks A2A 1.0 (send A2A-Version: 1.0)"
+        )))
+    } else if req.method() == axum::http::Method::POST && !content_type_ok(headers) {
+        Some(A2aError::ContentTypeNotSupported(
+            "send application/a2a+json or application/json".into(),
+        ))
+    } else {
+        None
+    };
+    let mut resp = match refusal {
+        Some(e) => error_response(&e, media),
+        None => {
+            req.extensions_mut().insert(media);
+            next.run(req).await
+        }
+    };
+    resp.headers_mut().insert(
+        header::VARY,
+        HeaderValue::from_static("A2A-Version, Accept"),
+    );
+    resp
+}
+
+fn pick_media(headers: &HeaderMap) -> Media {
+    let has = |name: header::HeaderName, what: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains(what))
+    };
+    if has(header::CONTENT_TYPE, A2A_JSON)
+        || (!has(header::CONTENT_TYPE, JSON) && has(header::ACCEPT, A2A_JSON))
+    {
+        Media(A2A_JSON)
+    } else {
+        Media(JSON)
+    }
+}
+
+fn content_type_ok(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .is_some_and(|t| t == JSON || t == A2A_JSON)
+}
+
+fn respond(media: Media, status: axum::http::StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, HeaderValue::from_static(media.0))],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn ok(media: Media, body: &Value) -> Response {
+    respond(media, axum::http::StatusCode::OK, body)
+}
+
+fn error_response(e: &A2aError, media: Media) -> Response {
+    respond(media, e.http().0, &e.status_body())
+}
+
+/// The caller, or an A2A `Unauthenticated` error. Tokens in the query are refused.
+async fn principal(
+    state: &AppState,
+    req_headers: &HeaderMap,
+    query: Option<&str>,
+) -> Result<Principal, A2aError> {
+    if crate::http::refuse_query_token(query).is_err() {
+        return Err(A2aError::InvalidRequest(
+            "credentials in the URL query are refused; use the Authorization header".into(),
+        ));
+    }
+    auth::authenticate(&state.store, header_bearer(req_headers))
+        .await
+        .map_err(|e| A2aError::Unauthenticated(e.to_string()))
+}
+
+fn json_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+async fn send_message(
+    State(state): State<AppState>,
+    axum::Extension(media): axum::Extension<Media>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let who = principal(&state, &headers, uri.query()).await?;
+        let req: SendMessageRequest = serde_json::from_slice(&body)
+            .map_err(|e| A2aError::InvalidRequest(format!("SendMessageRequest: {e}")))?;
+        let task = state.tasks.send(&who, req).await?;
+        Ok::<_, A2aError>(json!({ "task": json_value(&task) }))
+    }
+    .await;
+    match result {
+        Ok(v) => ok(media, &v),
+        Err(e) => error_response(&e, media),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TaskPath {
+    task: String,
+}
+
+async fn get_task(
+    State(state): State<AppState>,
+    axum::Extension(media): axum::Extension<Media>,
+    Path(TaskPath { task }): Path<TaskPath>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
+    if task.ends_with(":subscribe") {
+        return streaming_unsupported(axum::Extension(media)).await;
+    }
+    let result = async {
+        let who = principal(&state, &headers, uri.query()).await?;
+        let history = number(&q, "historyLength")?;
+        let task = state.tasks.get(&who, &task, history).await?;
+        Ok::<_, A2aError>(json_value(&task))
+    }
+    .await;
+    match result {
+        Ok(v) => ok(media, &v),
+        Err(e) => error_response(&e, media),
+    }
+}
+
+/// `POST /tasks/{id}:cancel` (and `:subscribe`, which needs streaming).
+async fn task_action(
+    State(state): State<AppState>,
+    axum::Extension(media): axum::Extension<Media>,
+    Path(TaskPath { task }): Path<TaskPath>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
+    let result = async {
+        let who = principal(&state, &headers, uri.query()).await?;
+        match task.rsplit_once(':') {
+            Some((id, "cancel")) => Ok(json_value(&state.tasks.cancel(&who, id).await?)),
+            Some((_, "subscribe")) => Err(streaming_error()),
+            _ => Err(A2aError::MethodNotFound(format!(
+                "no operation POST /tasks/{task}"
+            ))),
+        }
+    }
+    .await;
+    match result {
+        Ok(v) => ok(media, &v),
+        Err(e) => error_response(&e, media),
+    }
+}
+
+async fn list_tasks(
+    State(state): State<AppState>,
+    axum::Extension(media): axum::Extension<Media>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
+    let result = async {
+        let who = principal(&state, &headers, uri.query()).await?;
+        let query = ListQuery {
+            context_id: q.get("contextId").cloned(),
+            state: match q.get("status") {
+                Some(s) => Some(TaskState::from_name(s).ok_or_else(|| {
+                    A2aError::InvalidParams(format!("status {s:?} is not a TASK_STATE_* name"))
+                })?),
+                None => None,
+            },
+            page_size: number(&q, "pageSize")?,
+            page_token: q.get("pageToken").cloned(),
+            history_length: number(&q, "historyLength")?,
+            status_after_ms: match q.get("statusTimestampAfter") {
+                Some(t) => Some(
+                    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                        .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+                        .map_err(|_| {
+                            A2aError::InvalidParams(format!(
+                                "statusTimestampAfter {t:?} is not RFC 3339"
+                            ))
+                        })?,
+                ),
+                None => None,
+            },
+            include_artifacts: match q.get("includeArtifacts").map(String::as_str) {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(other) => {
+                    return Err(A2aError::InvalidParams(format!(
+                        "includeArtifacts {other:?} is not true or false"
+                    )));
+                }
+            },
+        };
+        let page = state.tasks.list(&who, query).await?;
+        Ok::<_, A2aError>(json!({
+            "tasks": page.tasks.iter().map(json_value).collect::<Vec<_>>(),
+            "nextPageToken": page.next_page_token,
+            "pageSize": page.page_size,
+            "totalSize": page.total_size,
+        }))
+    }
+    .await;
+    match result {
+        Ok(v) => ok(media, &v),
+        Err(e) => error_response(&e, media),
+    }
+}
+
+fn number(q: &HashMap<String, String>, name: &str) -> Result<Option<u32>, A2aError> {
+    q.get(name)
+        .map(|v| {
+            v.parse::<u32>().map_err(|_| {
+                A2aError::InvalidParams(format!("{name} {v:?} is not a non-negative integer"))
+            })
+        })
+        .transpose()
+}
+
+fn streaming_error() -> A2aError {
+    A2aError::UnsupportedOperation(
+        "streaming is not offered by this agent yet (capabilities.streaming is false)".into(),
+    )
+}
+
+async fn streaming_unsupported(axum::Extension(media): axum::Extension<Media>) -> Response {
+    error_response(&streaming_error(), media)
+}
+
+async fn push_unsupported(axum::Extension(media): axum::Extension<Media>) -> Response {
+    error_response(&A2aError::PushNotificationNotSupported, media)
+}
+
+async fn extended_card(axum::Extension(media): axum::Extension<Media>) -> Response {
+    error_response(
+        &A2aError::UnsupportedOperation(
+            "this agent has no extended card (capabilities.extendedAgentCard is false)".into(),
+        ),
+        media,
+    )
+}
