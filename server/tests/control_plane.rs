@@ -379,7 +379,16 @@ async fn agent_cards_advertise_the_pty_binding_and_extension_with_real_settings(
         pure.get("bindings").is_none() && pure.get("url").is_none(),
         "the root card is pure 1.0"
     );
-    let iface = &pure["supportedInterfaces"][0];
+    let rest = &pure["supportedInterfaces"][0];
+    assert_eq!(
+        (
+            rest["protocolBinding"].as_str(),
+            rest["protocolVersion"].as_str()
+        ),
+        (Some("HTTP+JSON"), Some("1.0"))
+    );
+    assert_eq!(rest["url"], format!("http://{}/agents/local", s.addr));
+    let iface = &pure["supportedInterfaces"][1];
     assert_eq!(
         iface["protocolBinding"],
         "https://agentic-sandbox.aiwg.io/bindings/pty-ws/v1"

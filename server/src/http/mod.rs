@@ -223,10 +223,20 @@ impl IntoResponse for ApiError {
 
 /// Refuses credentials in the URL query: they would end up in logs and histories.
 pub fn refuse_query_token(query: Option<&str>) -> Result<(), ApiError> {
-    let named_like_a_secret = |name: &str| {
-        let n = name.to_ascii_lowercase();
-        n.contains("token") || n.contains("bearer") || n == "authorization" || n == "auth"
-    };
+    const CREDENTIALS: [&str; 10] = [
+        "token",
+        "access_token",
+        "auth_token",
+        "id_token",
+        "bearer",
+        "authorization",
+        "auth",
+        "api_key",
+        "apikey",
+        "jwt",
+    ];
+    let named_like_a_secret =
+        |name: &str| CREDENTIALS.contains(&name.to_ascii_lowercase().as_str());
     let found = query
         .unwrap_or_default()
         .split('&')

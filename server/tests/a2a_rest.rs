@@ -1,0 +1,460 @@
+//! A2A 1.0 over HTTP+JSON against the real server: tasks are commands typed into a
+//! session's shell, observed through the binding's own shapes and errors.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Calls an A2A 1.0 route at the default instance with version and media headers.
+async fn a2a(
+    s: &TestServer,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let url = format!("http://{}{path}", s.addr);
+    let req = match method {
+        "GET" => s.http.get(url),
+        _ => s
+            .http
+            .post(url)
+            .header("Content-Type", "application/a2a+json")
+            .body(body.unwrap_or(json!({})).to_string()),
+    };
+    s.call(req.header("A2A-Version", "1.0"), token).await
+}
+
+fn send(text: &str) -> Value {
+    json!({ "message": { "messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{ "text": text }] } })
+}
+
+fn output(task: &Value) -> String {
+    task["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+fn assert_status(body: &Value, code: u16, status: &str, reason: &str) {
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert_eq!(body["error"]["status"], status, "{body}");
+    assert_eq!(body["error"]["details"][0]["reason"], reason, "{body}");
+    assert_eq!(
+        body["error"]["details"][0]["@type"],
+        "type.googleapis.com/google.rpc.ErrorInfo"
+    );
+}
+
+#[tokio::test]
+async fn send_message_runs_the_command_and_completes_on_exit_zero_with_its_output() {
+    let s = TestServer::start(&[]).await;
+    let (status, body) = a2a(
+        &s,
+        "POST",
+        "/message:send",
+        ADMIN,
+        Some(send("printf 'one\\ntwo\\n'")),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let task = &body["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(output(task), "one\r\ntwo\r\n");
+    assert_eq!(task["metadata"]["exit_code"], 0);
+    assert_eq!(task["history"][0]["messageId"], "m-printf 'one\\ntwo\\n'");
+    assert!(task["status"]["timestamp"].as_str().unwrap().ends_with('Z'));
+    // contextId is the session: it exists and is listed.
+    let sid = task["contextId"].as_str().unwrap();
+    assert_eq!(s.session(sid).await["state"], "running");
+}
+
+#[tokio::test]
+async fn a_non_zero_exit_fails_the_task_with_the_exit_code() {
+    let s = TestServer::start(&[]).await;
+    let (_, body) = a2a(
+        &s,
+        "POST",
+        "/message:send",
+        ADMIN,
+        Some(send(
+            "echo boom >&2; exit_three() { return 3; }; exit_three",
+        )),
+    )
+    .await;
+    let task = &body["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED");
+    assert_eq!(task["metadata"]["exit_code"], 3);
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], "exit code 3");
+    assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
+    assert!(output(task).contains("boom"));
+}
+
+#[tokio::test]
+async fn tasks_in_one_context_share_the_shell_and_everyone_watching_sees_them_run() {
+    let s = TestServer::start(&[]).await;
+    let (_, first) = a2a(
+        &s,
+        "POST",
+        "/message:send",
+        ADMIN,
+        Some(send("cd /tmp && export MARK=kept")),
+    )
+    .await;
+    let sid = first["task"]["contextId"].as_str().unwrap().to_owned();
+    let mut watcher = s.attach(&sid, ADMIN).await;
+    watcher.join("observer").await;
+    let mut req = send("echo $PWD $MARK");
+    req["message"]["contextId"] = json!(sid);
+    let (_, second) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    assert_eq!(second["task"]["contextId"], sid.as_str());
+    assert_eq!(output(&second["task"]), "/tmp kept\r\n");
+    watcher.output_until("/tmp kept").await;
+}
+
+#[tokio::test]
+async fn data_parts_run_argv_with_cwd_and_env() {
+    let s = TestServer::start(&[]).await;
+    let req = json!({ "message": { "messageId": "d1", "role": "ROLE_USER", "parts": [{
+        "data": { "argv": ["sh", "-c", "echo \"$PWD:$GREETING\""], "cwd": "/tmp", "env": { "GREETING": "hi there" } },
+        "mediaType": "application/json" }] } });
+    let (_, body) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    assert_eq!(output(&body["task"]), "/tmp:hi there\r\n");
+}
+
+#[tokio::test]
+async fn return_immediately_answers_before_the_command_ends_and_get_task_follows_it() {
+    let s = TestServer::start(&[]).await;
+    let mut req = send("sleep 1; echo done");
+    req["configuration"] = json!({ "returnImmediately": true });
+    let started = std::time::Instant::now();
+    let (_, body) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    assert!(started.elapsed() < Duration::from_millis(900));
+    let state = body["task"]["status"]["state"].as_str().unwrap().to_owned();
+    assert!(
+        state == "TASK_STATE_SUBMITTED" || state == "TASK_STATE_WORKING",
+        "{state}"
+    );
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    let done = tokio::time::timeout(WAIT, async {
+        loop {
+            let (_, t) = a2a(&s, "GET", &format!("/tasks/{id}"), ADMIN, None).await;
+            if t["status"]["state"] == "TASK_STATE_COMPLETED" {
+                return t;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(output(&done), "done\r\n");
+    let (_, trimmed) = a2a(
+        &s,
+        "GET",
+        &format!("/tasks/{id}?historyLength=0"),
+        ADMIN,
+        None,
+    )
+    .await;
+    assert!(trimmed.get("history").is_none());
+}
+
+#[tokio::test]
+async fn cancel_interrupts_a_running_command_and_only_once() {
+    let s = TestServer::start(&[]).await;
+    let mut req = send("sleep 100");
+    req["configuration"] = json!({ "returnImmediately": true });
+    let (_, body) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let (status, canceled) = a2a(&s, "POST", &format!("/tasks/{id}:cancel"), ADMIN, None).await;
+    assert_eq!(status, 200, "{canceled}");
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+    assert!(started.elapsed() < Duration::from_secs(4));
+    // Canceling a canceled task is not an error; a completed one is not cancelable.
+    let (status, again) = a2a(&s, "POST", &format!("/tasks/{id}:cancel"), ADMIN, None).await;
+    assert_eq!(
+        (status, again["status"]["state"].as_str()),
+        (200, Some("TASK_STATE_CANCELED"))
+    );
+    let (_, done) = a2a(&s, "POST", "/message:send", ADMIN, Some(send("true"))).await;
+    let done_id = done["task"]["id"].as_str().unwrap();
+    let (status, err) = a2a(&s, "POST", &format!("/tasks/{done_id}:cancel"), ADMIN, None).await;
+    assert_eq!(status, 400);
+    assert_status(&err, 400, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE");
+    // The shell is usable after the cancel.
+    let mut next = send("echo after-cancel");
+    next["message"]["contextId"] = body["task"]["contextId"].clone();
+    let (_, after) = a2a(&s, "POST", "/message:send", ADMIN, Some(next)).await;
+    assert_eq!(output(&after["task"]), "after-cancel\r\n");
+}
+
+#[tokio::test]
+async fn list_tasks_pages_newest_first_and_filters() {
+    let s = TestServer::start(&[]).await;
+    let (_, first) = a2a(&s, "POST", "/message:send", ADMIN, Some(send("true"))).await;
+    let sid = first["task"]["contextId"].as_str().unwrap().to_owned();
+    for cmd in ["false", "echo x"] {
+        let mut req = send(cmd);
+        req["message"]["contextId"] = json!(sid);
+        a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    }
+    a2a(&s, "POST", "/message:send", ADMIN, Some(send("true"))).await; // another session
+
+    let (_, page) = a2a(
+        &s,
+        "GET",
+        &format!("/tasks?contextId={sid}&pageSize=2"),
+        ADMIN,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (page["totalSize"].as_i64(), page["pageSize"].as_u64()),
+        (Some(3), Some(2))
+    );
+    assert_eq!(page["tasks"].as_array().unwrap().len(), 2);
+    assert!(
+        page["tasks"][0].get("artifacts").is_none(),
+        "artifacts only when asked"
+    );
+    let token = page["nextPageToken"].as_str().unwrap();
+    assert!(!token.is_empty());
+    let (_, rest) = a2a(
+        &s,
+        "GET",
+        &format!("/tasks?contextId={sid}&pageSize=2&pageToken={token}&includeArtifacts=true"),
+        ADMIN,
+        None,
+    )
+    .await;
+    assert_eq!(rest["tasks"].as_array().map(Vec::len), Some(1), "{rest}");
+    assert_eq!(
+        rest["nextPageToken"], "",
+        "present and empty on the last page"
+    );
+    assert_eq!(rest["tasks"][0]["id"], first["task"]["id"], "oldest last");
+    assert!(rest["tasks"][0]["artifacts"].is_array());
+
+    let (_, failed) = a2a(&s, "GET", "/tasks?status=TASK_STATE_FAILED", ADMIN, None).await;
+    assert_eq!(failed["totalSize"], 1);
+    for bad in [
+        "pageSize=0",
+        "pageSize=101",
+        "status=failed",
+        "pageToken=nope",
+        "statusTimestampAfter=yesterday",
+        "includeArtifacts=yes",
+    ] {
+        let (status, err) = a2a(&s, "GET", &format!("/tasks?{bad}"), ADMIN, None).await;
+        assert_eq!(status, 400, "{bad}");
+        assert_eq!(err["error"]["status"], "INVALID_ARGUMENT", "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn version_and_content_type_are_negotiated_and_mirrored() {
+    let s = TestServer::start(&[]).await;
+    let url = format!("http://{}/message:send", s.addr);
+    let body = send("true").to_string();
+    let no_version = s
+        .http
+        .post(&url)
+        .bearer_auth(ADMIN)
+        .header("Content-Type", "application/json")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_version.status(), 400);
+    assert_eq!(no_version.headers()["vary"], "A2A-Version, Accept");
+    assert_status(
+        &no_version.json().await.unwrap(),
+        400,
+        "FAILED_PRECONDITION",
+        "VERSION_NOT_SUPPORTED",
+    );
+
+    let plain = s
+        .http
+        .post(&url)
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "application/json")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 200);
+    assert_eq!(plain.headers()["content-type"], "application/json");
+    let a2a_json = s
+        .http
+        .post(&url)
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "application/a2a+json")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(a2a_json.headers()["content-type"], "application/a2a+json");
+
+    let text = s
+        .http
+        .post(&url)
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "text/plain")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_status(
+        &text.json().await.unwrap(),
+        400,
+        "INVALID_ARGUMENT",
+        "CONTENT_TYPE_NOT_SUPPORTED",
+    );
+    // Also served under the instance base.
+    let (status, _) = s
+        .call(
+            s.http.get(s.url("/tasks")).header("A2A-Version", "1.0"),
+            ADMIN,
+        )
+        .await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn bad_requests_get_typed_errors_and_start_nothing() {
+    let s = TestServer::start(&[]).await;
+    let cases = [
+        (
+            json!({ "message": { "messageId": "x", "role": "user", "parts": [{ "text": "ls" }] } }),
+            "INVALID_REQUEST",
+        ),
+        (
+            json!({ "message": { "messageId": "x", "role": "ROLE_USER", "parts": [] } }),
+            "INVALID_REQUEST",
+        ),
+        (
+            json!({ "message": { "messageId": "x", "role": "ROLE_USER", "parts": [{ "text": "a", "raw": "YQ==" }] } }),
+            "INVALID_REQUEST",
+        ),
+        (json!({ "nothing": true }), "INVALID_REQUEST"),
+        (
+            json!({ "message": { "messageId": "x", "role": "ROLE_USER", "parts": [{ "text": "two\nlines" }] } }),
+            "INVALID_PARAMS",
+        ),
+        (
+            json!({ "message": { "messageId": "x", "role": "ROLE_USER", "contextId": "no-such-session", "parts": [{ "text": "ls" }] } }),
+            "INVALID_PARAMS",
+        ),
+        (
+            json!({ "message": { "messageId": "x", "role": "ROLE_AGENT", "parts": [{ "text": "ls" }] } }),
+            "INVALID_PARAMS",
+        ),
+    ];
+    for (body, reason) in cases {
+        let (status, err) = a2a(&s, "POST", "/message:send", ADMIN, Some(body.clone())).await;
+        assert_eq!(status, 400, "{body}");
+        assert_status(&err, 400, "INVALID_ARGUMENT", reason);
+    }
+    let (status, err) = a2a(&s, "POST", "/message:send", ADMIN, Some(json!({ "message": { "messageId": "x", "role": "ROLE_USER", "taskId": "nope", "parts": [{ "text": "ls" }] } }))).await;
+    assert_eq!(status, 404);
+    assert_status(&err, 404, "NOT_FOUND", "TASK_NOT_FOUND");
+    let (status, err) = a2a(&s, "GET", "/tasks/nope", ADMIN, None).await;
+    assert_eq!(status, 404);
+    assert_status(&err, 404, "NOT_FOUND", "TASK_NOT_FOUND");
+    let (status, err) = a2a(&s, "POST", "/message:stream", ADMIN, Some(send("true"))).await;
+    assert_eq!(status, 400);
+    assert_status(&err, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION");
+    let (_, err) = a2a(&s, "GET", "/tasks/x/pushNotificationConfigs", ADMIN, None).await;
+    assert_eq!(
+        err["error"]["details"][0]["reason"],
+        "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    );
+    let (_, list) = a2a(&s, "GET", "/tasks", ADMIN, None).await;
+    assert_eq!(list["totalSize"], 0, "nothing was started");
+    assert_eq!(list["nextPageToken"], "");
+}
+
+#[tokio::test]
+async fn scopes_and_session_bindings_apply_to_tasks() {
+    let s = TestServer::start(&[]).await;
+    let (status, err) = a2a(&s, "POST", "/message:send", "nope", Some(send("true"))).await;
+    assert_eq!(status, 401);
+    assert_status(&err, 401, "UNAUTHENTICATED", "UNAUTHENTICATED");
+    let observe = s.token("pty:observe", None).await;
+    let (status, err) = a2a(&s, "POST", "/message:send", &observe, Some(send("true"))).await;
+    assert_eq!(status, 403);
+    assert_eq!(err["error"]["status"], "PERMISSION_DENIED");
+
+    let (_, mine) = a2a(&s, "POST", "/message:send", ADMIN, Some(send("echo mine"))).await;
+    let (_, theirs) = a2a(
+        &s,
+        "POST",
+        "/message:send",
+        ADMIN,
+        Some(send("echo theirs")),
+    )
+    .await;
+    let sid = mine["task"]["contextId"].as_str().unwrap();
+    let bound = s.token("pty:control", Some(sid)).await;
+    let (_, list) = a2a(&s, "GET", "/tasks", &bound, None).await;
+    assert_eq!(list["totalSize"], 1);
+    assert_eq!(list["tasks"][0]["id"], mine["task"]["id"]);
+    let other = theirs["task"]["id"].as_str().unwrap();
+    assert_eq!(
+        a2a(&s, "GET", &format!("/tasks/{other}"), &bound, None)
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        a2a(&s, "POST", "/message:send", &bound, Some(send("true")))
+            .await
+            .0,
+        403,
+        "no new sessions"
+    );
+    let mut in_mine = send("echo bound");
+    in_mine["message"]["contextId"] = json!(sid);
+    let (_, ok) = a2a(&s, "POST", "/message:send", &bound, Some(in_mine)).await;
+    assert_eq!(output(&ok["task"]), "bound\r\n");
+}
+
+#[tokio::test]
+async fn finished_tasks_survive_a_restart_and_running_ones_fail_with_a_reason() {
+    let mut s = TestServer::start(&[]).await;
+    let (_, done) = a2a(
+        &s,
+        "POST",
+        "/message:send",
+        ADMIN,
+        Some(send("echo durable")),
+    )
+    .await;
+    let mut req = send("sleep 100");
+    req["configuration"] = json!({ "returnImmediately": true });
+    let (_, running) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.kill().await;
+    let s2 = TestServer::start_in(&s.dir, &[]).await;
+    let done_id = done["task"]["id"].as_str().unwrap();
+    let (_, again) = a2a(&s2, "GET", &format!("/tasks/{done_id}"), ADMIN, None).await;
+    assert_eq!(again, done["task"], "a finished task reads back unchanged");
+    let running_id = running["task"]["id"].as_str().unwrap();
+    let (_, failed) = a2a(&s2, "GET", &format!("/tasks/{running_id}"), ADMIN, None).await;
+    assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED");
+    assert!(
+        failed["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("stopped")
+    );
+}
