@@ -377,6 +377,39 @@ pub struct SendMessageRequest {
     pub metadata: Option<Map<String, Value>>,
 }
 
+/// ListTasksRequest (REST query parameters carry the same names).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksRequest {
+    #[serde(default)]
+    pub tenant: Option<String>,
+    #[serde(default, alias = "context_id")]
+    pub context_id: Option<String>,
+    #[serde(default)]
+    pub status: Option<TaskState>,
+    #[serde(default, alias = "page_size")]
+    pub page_size: Option<u32>,
+    #[serde(default, alias = "page_token")]
+    pub page_token: Option<String>,
+    #[serde(default, alias = "history_length")]
+    pub history_length: Option<u32>,
+    #[serde(default, alias = "status_timestamp_after")]
+    pub status_timestamp_after: Option<String>,
+    #[serde(default, alias = "include_artifacts")]
+    pub include_artifacts: bool,
+}
+
+/// GetTaskRequest / CancelTaskRequest / SubscribeToTaskRequest.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskIdRequest {
+    #[serde(default)]
+    pub tenant: Option<String>,
+    pub id: String,
+    #[serde(default, alias = "history_length")]
+    pub history_length: Option<u32>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

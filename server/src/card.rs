@@ -50,6 +50,11 @@ pub fn v1_card(state: &AppState) -> Value {
                 "protocolVersion": "1.0",
             },
             {
+                "url": format!("{}/jsonrpc", state.base_url()),
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            },
+            {
                 "url": state.attach_url("{session_id}"),
                 "protocolBinding": wire::BINDING_URI,
                 "protocolVersion": "1.0",

@@ -388,7 +388,12 @@ async fn agent_cards_advertise_the_pty_binding_and_extension_with_real_settings(
         (Some("HTTP+JSON"), Some("1.0"))
     );
     assert_eq!(rest["url"], format!("http://{}/agents/local", s.addr));
-    let iface = &pure["supportedInterfaces"][1];
+    assert_eq!(pure["supportedInterfaces"][1]["protocolBinding"], "JSONRPC");
+    assert_eq!(
+        pure["supportedInterfaces"][1]["url"],
+        format!("http://{}/agents/local/jsonrpc", s.addr)
+    );
+    let iface = &pure["supportedInterfaces"][2];
     assert_eq!(
         iface["protocolBinding"],
         "https://agentic-sandbox.aiwg.io/bindings/pty-ws/v1"

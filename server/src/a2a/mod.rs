@@ -88,9 +88,9 @@ impl A2aError {
             A2aError::InvalidRequest(_) => -32600,
             A2aError::MethodNotFound(_) => -32601,
             A2aError::InvalidParams(_) => -32602,
-            A2aError::Unauthenticated(_) | A2aError::PermissionDenied(_) | A2aError::Internal => {
-                -32603
-            }
+            // Implementation-defined server errors: A2A assigns these no code.
+            A2aError::Unauthenticated(_) | A2aError::PermissionDenied(_) => -32000,
+            A2aError::Internal => -32603,
         }
     }
 

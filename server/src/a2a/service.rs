@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use app::a2a::{
-    Artifact, Content, Message, Part, Role, SendMessageRequest, Task, TaskState, TaskStatus,
+    Artifact, Content, ListTasksRequest, Message, Part, Role, SendMessageRequest, Task, TaskState,
+    TaskStatus,
 };
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
@@ -41,18 +42,6 @@ struct Live {
     snapshot: watch::Receiver<Task>,
     cancel: watch::Sender<bool>,
     context_id: String,
-}
-
-/// ListTasks parameters, validated by the binding.
-#[derive(Debug, Clone, Default)]
-pub struct ListQuery {
-    pub context_id: Option<String>,
-    pub state: Option<TaskState>,
-    pub page_size: Option<u32>,
-    pub page_token: Option<String>,
-    pub history_length: Option<u32>,
-    pub status_after_ms: Option<i64>,
-    pub include_artifacts: bool,
 }
 
 pub struct ListPage {
@@ -345,8 +334,14 @@ impl TaskService {
     }
 
     /// ListTasks, newest status first, with a cursor.
-    pub async fn list(&self, who: &Principal, q: ListQuery) -> Result<ListPage, A2aError> {
+    pub async fn list(&self, who: &Principal, q: ListTasksRequest) -> Result<ListPage, A2aError> {
         require(who, Scope::Observe)?;
+        let status_after_ms = match &q.status_timestamp_after {
+            Some(t) => Some(parse_ms(t).ok_or_else(|| {
+                A2aError::InvalidParams(format!("statusTimestampAfter {t:?} is not RFC 3339"))
+            })?),
+            None => None,
+        };
         let page_size = q.page_size.unwrap_or(50);
         if !(1..=100).contains(&page_size) {
             return Err(A2aError::InvalidParams(
@@ -376,8 +371,8 @@ impl TaskService {
             .store
             .list_tasks(&TaskFilter {
                 context_id: context,
-                state: q.state.map(TaskState::name),
-                status_after_ms: q.status_after_ms,
+                state: q.status.map(TaskState::name),
+                status_after_ms,
                 after: cursor.as_ref().map(|(t, id)| (*t, id.as_str())),
                 limit: page_size + 1,
             })

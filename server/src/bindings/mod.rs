@@ -1,4 +1,5 @@
 //! Thin adapters between transports and the session core.
 
+pub mod jsonrpc;
 pub mod pty_ws;
 pub mod rest;

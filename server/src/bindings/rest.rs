@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use app::a2a::{SendMessageRequest, TaskState};
+use app::a2a::{ListTasksRequest, SendMessageRequest};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
@@ -15,7 +15,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::a2a::A2aError;
-use crate::a2a::service::ListQuery;
 use crate::auth::{self, Principal};
 use crate::http::{AppState, header_bearer};
 
@@ -235,39 +234,7 @@ async fn list_tasks(
 ) -> Response {
     let result = async {
         let who = principal(&state, &headers, uri.query()).await?;
-        let query = ListQuery {
-            context_id: q.get("contextId").cloned(),
-            state: match q.get("status") {
-                Some(s) => Some(TaskState::from_name(s).ok_or_else(|| {
-                    A2aError::InvalidParams(format!("status {s:?} is not a TASK_STATE_* name"))
-                })?),
-                None => None,
-            },
-            page_size: number(&q, "pageSize")?,
-            page_token: q.get("pageToken").cloned(),
-            history_length: number(&q, "historyLength")?,
-            status_after_ms: match q.get("statusTimestampAfter") {
-                Some(t) => Some(
-                    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
-                        .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
-                        .map_err(|_| {
-                            A2aError::InvalidParams(format!(
-                                "statusTimestampAfter {t:?} is not RFC 3339"
-                            ))
-                        })?,
-                ),
-                None => None,
-            },
-            include_artifacts: match q.get("includeArtifacts").map(String::as_str) {
-                None | Some("false") => false,
-                Some("true") => true,
-                Some(other) => {
-                    return Err(A2aError::InvalidParams(format!(
-                        "includeArtifacts {other:?} is not true or false"
-                    )));
-                }
-            },
-        };
+        let query = list_request(&q)?;
         let page = state.tasks.list(&who, query).await?;
         Ok::<_, A2aError>(json!({
             "tasks": page.tasks.iter().map(json_value).collect::<Vec<_>>(),
@@ -281,6 +248,29 @@ async fn list_tasks(
         Ok(v) => ok(media, &v),
         Err(e) => error_response(&e, media),
     }
+}
+
+/// ListTasks from query parameters: the request's own field names, typed as in JSON.
+fn list_request(q: &HashMap<String, String>) -> Result<ListTasksRequest, A2aError> {
+    let mut fields = serde_json::Map::new();
+    for (name, value) in q {
+        let typed = match name.as_str() {
+            "pageSize" | "historyLength" => Value::from(number(q, name)?),
+            "includeArtifacts" => match value.as_str() {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                other => {
+                    return Err(A2aError::InvalidParams(format!(
+                        "includeArtifacts {other:?} is not true or false"
+                    )));
+                }
+            },
+            _ => Value::String(value.clone()),
+        };
+        fields.insert(name.clone(), typed);
+    }
+    serde_json::from_value(Value::Object(fields))
+        .map_err(|e| A2aError::InvalidParams(format!("ListTasks: {e}")))
 }
 
 fn number(q: &HashMap<String, String>, name: &str) -> Result<Option<u32>, A2aError> {

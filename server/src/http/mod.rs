@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::a2a::service::TaskService;
 use crate::auth::{self, AuthError, Principal, Scope};
-use crate::bindings::{pty_ws, rest};
+use crate::bindings::{jsonrpc, pty_ws, rest};
 use crate::card;
 use crate::sessions::Sessions;
 use crate::store::Store;
@@ -87,6 +87,8 @@ pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
         )
         .route("/sessions/{sid}/share/{id}", delete(sessions::revoke_share))
         .route("/sessions/{sid}/attach", get(pty_ws::attach))
+        .route("/jsonrpc", axum::routing::post(jsonrpc::endpoint))
+        .route("/jsonrpc/", axum::routing::post(jsonrpc::endpoint))
         .merge(rest::routes(state.clone()));
     let instance = api
         .clone()

@@ -1,0 +1,158 @@
+//! The A2A 1.0 JSON-RPC binding at `B/jsonrpc`: JSON-RPC 2.0 over HTTP POST, PascalCase
+//! methods, errors as JSON-RPC error objects whose `data` is an array of `@type` details.
+
+use app::a2a::{ListTasksRequest, SendMessageRequest, TaskIdRequest};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::a2a::A2aError;
+use crate::auth;
+use crate::http::{AppState, header_bearer};
+
+pub async fn endpoint(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Response {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return reply(StatusCode::OK, &parse_error(&e.to_string())),
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    match handle(&state, &headers, uri.query(), request).await {
+        Ok(result) => reply(
+            StatusCode::OK,
+            &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+        ),
+        Err(e) => {
+            let status = match e {
+                A2aError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+                _ => StatusCode::OK,
+            };
+            reply(status, &error_object(&id, &e))
+        }
+    }
+}
+
+async fn handle(
+    state: &AppState,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    request: Value,
+) -> Result<Value, A2aError> {
+    if request.is_array() {
+        return Err(A2aError::InvalidRequest(
+            "batch requests are not supported".into(),
+        ));
+    }
+    if request.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(A2aError::InvalidRequest("jsonrpc must be \"2.0\"".into()));
+    }
+    let Some(method) = request.get("method").and_then(Value::as_str) else {
+        return Err(A2aError::InvalidRequest("method must be a string".into()));
+    };
+    if method.contains('/') {
+        return Err(A2aError::MethodNotFound(format!(
+            "{method} is an A2A 0.3 method; this endpoint serves A2A 1.0 methods only for now"
+        )));
+    }
+    let version = headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .unwrap_or("");
+    if !(version == "1" || version.starts_with("1.")) {
+        return Err(A2aError::VersionNotSupported(format!(
+            "{method} is an A2A 1.0 method: send A2A-Version: 1.0"
+        )));
+    }
+    if crate::http::refuse_query_token(query).is_err() {
+        return Err(A2aError::InvalidRequest(
+            "credentials in the URL query are refused".into(),
+        ));
+    }
+    let who = auth::authenticate(&state.store, header_bearer(headers))
+        .await
+        .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
+    let params = request.get("params").cloned().unwrap_or(json!({}));
+    let tasks = &state.tasks;
+    Ok(match method {
+        "SendMessage" => {
+            let task = tasks
+                .send(&who, parse::<SendMessageRequest>(method, params)?)
+                .await?;
+            json!({ "task": task })
+        }
+        "GetTask" => {
+            let p = parse::<TaskIdRequest>(method, params)?;
+            json!(tasks.get(&who, &p.id, p.history_length).await?)
+        }
+        "CancelTask" => {
+            let p = parse::<TaskIdRequest>(method, params)?;
+            json!(tasks.cancel(&who, &p.id).await?)
+        }
+        "ListTasks" => {
+            let page = tasks
+                .list(&who, parse::<ListTasksRequest>(method, params)?)
+                .await?;
+            json!({
+                "tasks": page.tasks,
+                "nextPageToken": page.next_page_token,
+                "pageSize": page.page_size,
+                "totalSize": page.total_size,
+            })
+        }
+        "SendStreamingMessage" | "SubscribeToTask" => {
+            return Err(A2aError::UnsupportedOperation(
+                "streaming is not offered by this agent yet (capabilities.streaming is false)"
+                    .into(),
+            ));
+        }
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => return Err(A2aError::PushNotificationNotSupported),
+        "GetExtendedAgentCard" => {
+            return Err(A2aError::UnsupportedOperation(
+                "this agent has no extended card (capabilities.extendedAgentCard is false)".into(),
+            ));
+        }
+        other => return Err(A2aError::MethodNotFound(format!("no method {other:?}"))),
+    })
+}
+
+fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, A2aError> {
+    serde_json::from_value(params).map_err(|e| A2aError::InvalidParams(format!("{method}: {e}")))
+}
+
+fn error_object(id: &Value, e: &A2aError) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "error": {
+        "code": e.jsonrpc_code(),
+        "message": e.to_string(),
+        "data": [e.error_info()],
+    }})
+}
+
+fn parse_error(detail: &str) -> Value {
+    json!({ "jsonrpc": "2.0", "id": null, "error": {
+        "code": -32700,
+        "message": format!("parse error: {detail}"),
+    }})
+}
+
+fn reply(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body.to_string(),
+    )
+        .into_response()
+}

@@ -1,0 +1,162 @@
+//! A2A 1.0 over JSON-RPC against the real server: the same task service, JSON-RPC shapes
+//! and error codes.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+async fn rpc_at(
+    s: &TestServer,
+    path: &str,
+    token: &str,
+    version: Option<&str>,
+    body: String,
+) -> (u16, Value) {
+    let mut req = s
+        .http
+        .post(format!("http://{}{path}", s.addr))
+        .header("Content-Type", "application/json")
+        .body(body);
+    if let Some(v) = version {
+        req = req.header("A2A-Version", v);
+    }
+    s.call(req, token).await
+}
+
+async fn rpc(s: &TestServer, method: &str, params: Value) -> Value {
+    let body = json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params }).to_string();
+    let (status, v) = rpc_at(s, "/jsonrpc", ADMIN, Some("1.0"), body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        (v["jsonrpc"].as_str(), v["id"].as_i64()),
+        (Some("2.0"), Some(7))
+    );
+    v
+}
+
+fn message(text: &str) -> Value {
+    json!({ "message": { "messageId": format!("rpc-{text}"), "role": "ROLE_USER", "parts": [{ "text": text }] } })
+}
+
+fn assert_rpc_error(v: &Value, code: i64, reason: Option<&str>) {
+    assert_eq!(v["error"]["code"], code, "{v}");
+    assert!(v.get("result").is_none());
+    if let Some(reason) = reason {
+        assert_eq!(v["error"]["data"][0]["reason"], reason, "{v}");
+        assert_eq!(
+            v["error"]["data"][0]["@type"],
+            "type.googleapis.com/google.rpc.ErrorInfo"
+        );
+    }
+}
+
+#[tokio::test]
+async fn send_get_list_and_cancel_over_jsonrpc() {
+    let s = TestServer::start(&[]).await;
+    let sent = rpc(&s, "SendMessage", message("echo via-rpc")).await;
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "via-rpc\r\n");
+    let id = task["id"].as_str().unwrap();
+
+    let got = rpc(&s, "GetTask", json!({ "id": id, "historyLength": 0 })).await;
+    assert_eq!(got["result"]["id"], id);
+    assert!(got["result"].get("history").is_none());
+
+    let listed = rpc(&s, "ListTasks", json!({ "pageSize": 10 })).await;
+    assert_eq!(listed["result"]["totalSize"], 1);
+    assert_eq!(listed["result"]["nextPageToken"], "");
+
+    let mut slow = message("sleep 100");
+    slow["configuration"] = json!({ "returnImmediately": true });
+    let started = rpc(&s, "SendMessage", slow).await;
+    let slow_id = started["result"]["task"]["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let canceled = rpc(&s, "CancelTask", json!({ "id": slow_id })).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    assert_rpc_error(
+        &rpc(&s, "CancelTask", json!({ "id": id })).await,
+        -32002,
+        Some("TASK_NOT_CANCELABLE"),
+    );
+}
+
+#[tokio::test]
+async fn jsonrpc_errors_carry_their_codes_and_error_info() {
+    let s = TestServer::start(&[]).await;
+    let (status, v) = rpc_at(&s, "/jsonrpc", ADMIN, Some("1.0"), "{oops".into()).await;
+    assert_eq!(status, 200);
+    assert_rpc_error(&v, -32700, None);
+    let (_, v) = rpc_at(&s, "/jsonrpc", ADMIN, Some("1.0"), "[]".into()).await;
+    assert_rpc_error(&v, -32600, Some("INVALID_REQUEST"));
+    let (_, v) = rpc_at(
+        &s,
+        "/jsonrpc",
+        ADMIN,
+        Some("1.0"),
+        json!({ "id": 1, "method": "GetTask" }).to_string(),
+    )
+    .await;
+    assert_rpc_error(&v, -32600, Some("INVALID_REQUEST"));
+    assert_rpc_error(
+        &rpc(&s, "Teleport", json!({})).await,
+        -32601,
+        Some("METHOD_NOT_FOUND"),
+    );
+    assert_rpc_error(
+        &rpc(&s, "GetTask", json!({ "identifier": 1 })).await,
+        -32602,
+        Some("INVALID_PARAMS"),
+    );
+    assert_rpc_error(
+        &rpc(
+            &s,
+            "SendMessage",
+            json!({ "message": { "messageId": "x", "role": "user", "parts": [{ "text": "a" }] } }),
+        )
+        .await,
+        -32602,
+        None,
+    );
+    assert_rpc_error(
+        &rpc(&s, "GetTask", json!({ "id": "nope" })).await,
+        -32001,
+        Some("TASK_NOT_FOUND"),
+    );
+    assert_rpc_error(
+        &rpc(&s, "SendStreamingMessage", message("true")).await,
+        -32004,
+        Some("UNSUPPORTED_OPERATION"),
+    );
+    assert_rpc_error(
+        &rpc(
+            &s,
+            "GetTaskPushNotificationConfig",
+            json!({ "taskId": "t", "id": "c" }),
+        )
+        .await,
+        -32003,
+        Some("PUSH_NOTIFICATION_NOT_SUPPORTED"),
+    );
+    assert_rpc_error(
+        &rpc(&s, "ListTasks", json!({ "pageSize": 0 })).await,
+        -32602,
+        Some("INVALID_PARAMS"),
+    );
+
+    let body = json!({ "jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": { "id": "x" } })
+        .to_string();
+    let (status, v) = rpc_at(&s, "/jsonrpc", ADMIN, None, body.clone()).await;
+    assert_eq!(status, 200);
+    assert_rpc_error(&v, -32009, Some("VERSION_NOT_SUPPORTED"));
+    let (status, v) = rpc_at(&s, "/jsonrpc", "wrong", Some("1.0"), body.clone()).await;
+    assert_eq!(status, 401);
+    assert_rpc_error(&v, -32000, Some("UNAUTHENTICATED"));
+    // The trailing-slash form and the instance base answer the same.
+    for path in ["/jsonrpc/", "/agents/local/jsonrpc"] {
+        let (status, v) = rpc_at(&s, path, ADMIN, Some("1.0"), body.clone()).await;
+        assert_eq!(status, 200, "{path}");
+        assert_rpc_error(&v, -32001, Some("TASK_NOT_FOUND"));
+    }
+}
