@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, only when missing, what building ptyhost needs: the wasm32 target, cargo-leptos,
-# the wasm-bindgen CLI matching Cargo.lock, and the xterm.js ESM files from npm. With --e2e also Debian's Chromium and the
-# Playwright package for the end-to-end tests. Safe to run again and again.
+# the wasm-bindgen CLI matching Cargo.lock, and the xterm.js ESM files from npm. With --e2e
+# also Debian's Chromium, the Playwright package and the Python a2a-sdk client for the
+# end-to-end tests. Safe to run again and again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,4 +25,8 @@ if [ "${1:-}" = "--e2e" ]; then
     apt-get install -y --no-install-recommends chromium
   }
   (cd end2end && npm ci --no-audit --no-fund)
+  # The official Python A2A client, in a virtualenv outside the clone.
+  venv="${PTYHOST_VENV:-/var/cache/ptyhost/venv}"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r end2end/a2a/requirements.txt
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need (only when missing) and runs every test: the Rust unit and
-# integration tests (real server, real PTYs, real WebSocket clients), then the UI build and
-# the Playwright tests in Debian's Chromium.
+# integration tests (real server, real PTYs, real WebSocket clients), then the UI build, the
+# official Python A2A client against the server, and the Playwright tests in Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -11,4 +11,6 @@ scripts/setup.sh --e2e
 cargo test -p app
 cargo test -p server
 cargo leptos build
-(cd end2end && PTYHOST_BIN="$CARGO_TARGET_DIR/debug/ptyhost" npx playwright test)
+export PTYHOST_BIN="$CARGO_TARGET_DIR/debug/ptyhost"
+(cd end2end/a2a && "${PTYHOST_VENV:-/var/cache/ptyhost/venv}/bin/python" -m pytest -q -p no:cacheprovider)
+(cd end2end && npx playwright test)
