@@ -41,10 +41,10 @@ def server():
     proc.wait(timeout=10)
 
 
-def run(server, binding, body):
+def run(server, binding, body, streaming=False):
     async def go():
         http = httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
-        config = ClientConfig(supported_protocol_bindings=[binding], httpx_client=http, streaming=False)
+        config = ClientConfig(supported_protocol_bindings=[binding], httpx_client=http, streaming=streaming)
         client = await create_client(server, client_config=config)
         try:
             return await body(client)
@@ -99,3 +99,18 @@ def test_cancel_stops_a_running_command_and_the_shell_goes_on(server, binding):
         after = await send(client, "echo still-here", context_id=task.context_id)
         assert after.artifacts[0].parts[0].text == "still-here\r\n"
     run(server, binding, body)
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_streaming_delivers_the_task_then_updates_until_it_completes(server, binding):
+    async def body(client):
+        message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[Part(text="echo one; echo two")])
+        events = [ev async for ev in client.send_message(SendMessageRequest(message=message))]
+        assert events[0].HasField("task")
+        assert events[0].task.status.state == TaskState.TASK_STATE_SUBMITTED
+        streamed = "".join(
+            ev.artifact_update.artifact.parts[0].text for ev in events if ev.HasField("artifact_update")
+        )
+        assert streamed == "one\r\ntwo\r\n"
+        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    run(server, binding, body, streaming=True)

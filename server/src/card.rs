@@ -62,7 +62,7 @@ pub fn v1_card(state: &AppState) -> Value {
         ],
         "provider": { "organization": "ptyhost", "url": state.public_url },
         "capabilities": {
-            "streaming": false,
+            "streaming": true,
             "pushNotifications": false,
             "extendedAgentCard": false,
             "extensions": [pty_extension(state)],

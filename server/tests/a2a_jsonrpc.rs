@@ -30,7 +30,8 @@ async fn rpc(s: &TestServer, method: &str, params: Value) -> Value {
     assert_eq!(status, 200, "{v}");
     assert_eq!(
         (v["jsonrpc"].as_str(), v["id"].as_i64()),
-        (Some("2.0"), Some(7))
+        (Some("2.0"), Some(7)),
+        "{method}: {v}"
     );
     v
 }
@@ -83,6 +84,50 @@ async fn send_get_list_and_cancel_over_jsonrpc() {
 }
 
 #[tokio::test]
+async fn send_streaming_message_answers_with_server_sent_jsonrpc_responses() {
+    let s = TestServer::start(&[]).await;
+    let body = json!({ "jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage", "params": message("echo streamed") }).to_string();
+    let resp = s
+        .http
+        .post(format!("http://{}/jsonrpc", s.addr))
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let text = resp.text().await.unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect();
+    assert!(
+        events
+            .iter()
+            .all(|e| e["jsonrpc"] == "2.0" && e["id"] == "s1")
+    );
+    assert_eq!(
+        events[0]["result"]["task"]["status"]["state"],
+        "TASK_STATE_SUBMITTED"
+    );
+    let last = &events.last().unwrap()["result"]["statusUpdate"];
+    assert_eq!(last["status"]["state"], "TASK_STATE_COMPLETED");
+    assert!(
+        events.iter().any(
+            |e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"] == "streamed\r\n"
+        )
+    );
+}
+
+#[tokio::test]
 async fn jsonrpc_errors_carry_their_codes_and_error_info() {
     let s = TestServer::start(&[]).await;
     let (status, v) = rpc_at(&s, "/jsonrpc", ADMIN, Some("1.0"), "{oops".into()).await;
@@ -125,9 +170,9 @@ async fn jsonrpc_errors_carry_their_codes_and_error_info() {
         Some("TASK_NOT_FOUND"),
     );
     assert_rpc_error(
-        &rpc(&s, "SendStreamingMessage", message("true")).await,
-        -32004,
-        Some("UNSUPPORTED_OPERATION"),
+        &rpc(&s, "SubscribeToTask", json!({ "id": "nope" })).await,
+        -32001,
+        Some("TASK_NOT_FOUND"),
     );
     assert_rpc_error(
         &rpc(

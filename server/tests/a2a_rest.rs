@@ -39,6 +39,73 @@ fn output(task: &Value) -> String {
         .to_owned()
 }
 
+/// Posts or gets an SSE route; returns each event's name (if any) and JSON data.
+async fn events(
+    s: &TestServer,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Vec<(Option<String>, Value)> {
+    let url = format!("http://{}{path}", s.addr);
+    let req = match method {
+        "GET" => s.http.get(url),
+        _ => s
+            .http
+            .post(url)
+            .header("Content-Type", "application/json")
+            .body(body.unwrap_or(json!({})).to_string()),
+    };
+    let resp = req
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    parse_sse(&resp.text().await.unwrap())
+}
+
+fn parse_sse(text: &str) -> Vec<(Option<String>, Value)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let mut name = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(n) = line.strip_prefix("event:") {
+                    name = Some(n.trim().to_owned());
+                } else if let Some(d) = line.strip_prefix("data:") {
+                    data = Some(serde_json::from_str(d.trim()).unwrap());
+                }
+            }
+            data.map(|d| (name, d))
+        })
+        .collect()
+}
+
+/// The states announced and the artifact text streamed, in order.
+fn summarize(events: &[(Option<String>, Value)]) -> (Vec<String>, String) {
+    let mut states = Vec::new();
+    let mut text = String::new();
+    for (name, e) in events {
+        assert!(name.is_none(), "no error events: {e}");
+        if let Some(t) = e.get("task") {
+            states.push(t["status"]["state"].as_str().unwrap().to_owned());
+        } else if let Some(u) = e.get("statusUpdate") {
+            states.push(u["status"]["state"].as_str().unwrap().to_owned());
+        } else if let Some(a) = e.get("artifactUpdate") {
+            assert_eq!(a["append"].as_bool().unwrap_or(false), !text.is_empty());
+            text.push_str(a["artifact"]["parts"][0]["text"].as_str().unwrap());
+        }
+    }
+    (states, text)
+}
+
 fn assert_status(body: &Value, code: u16, status: &str, reason: &str) {
     assert_eq!(body["error"]["code"], code, "{body}");
     assert_eq!(body["error"]["status"], status, "{body}");
@@ -70,6 +137,57 @@ async fn send_message_runs_the_command_and_completes_on_exit_zero_with_its_outpu
     // contextId is the session: it exists and is listed.
     let sid = task["contextId"].as_str().unwrap();
     assert_eq!(s.session(sid).await["state"], "running");
+}
+
+#[tokio::test]
+async fn message_stream_sends_the_task_then_its_updates_and_ends_at_the_terminal_state() {
+    let s = TestServer::start(&[]).await;
+    let events = events(
+        &s,
+        "POST",
+        "/message:stream",
+        Some(send("printf 'a\\n'; sleep 0.2; printf 'b\\n'")),
+    )
+    .await;
+    assert!(events[0].1.get("task").is_some(), "the Task comes first");
+    let (states, text) = summarize(&events);
+    assert_eq!(
+        states,
+        [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ]
+    );
+    assert_eq!(text, "a\r\nb\r\n");
+    let last = &events.last().unwrap().1["statusUpdate"];
+    assert_eq!(last["metadata"]["exit_code"], 0);
+}
+
+#[tokio::test]
+async fn concurrent_subscribers_see_the_same_events_in_the_same_order() {
+    let s = TestServer::start(&[]).await;
+    let mut req = send("sleep 0.5; for i in 1 2 3; do echo line-$i; sleep 0.1; done");
+    req["configuration"] = json!({ "returnImmediately": true });
+    let (_, body) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    let path = format!("/tasks/{id}:subscribe");
+    let (a, b) = tokio::join!(
+        events(&s, "POST", &path, None),
+        events(&s, "GET", &path, None)
+    );
+    assert_eq!(a[0].1["task"]["id"], id.as_str());
+    assert_eq!(a[1..], b[1..], "identical after each one's snapshot");
+    let (states, text) = summarize(&a);
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED")
+    );
+    assert!(text.ends_with("line-3\r\n"), "{text:?}");
+    // A finished task has nothing to subscribe to.
+    let (status, err) = a2a(&s, "POST", &path, ADMIN, None).await;
+    assert_eq!(status, 400);
+    assert_status(&err, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION");
 }
 
 #[tokio::test]
@@ -370,9 +488,6 @@ async fn bad_requests_get_typed_errors_and_start_nothing() {
     let (status, err) = a2a(&s, "GET", "/tasks/nope", ADMIN, None).await;
     assert_eq!(status, 404);
     assert_status(&err, 404, "NOT_FOUND", "TASK_NOT_FOUND");
-    let (status, err) = a2a(&s, "POST", "/message:stream", ADMIN, Some(send("true"))).await;
-    assert_eq!(status, 400);
-    assert_status(&err, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION");
     let (_, err) = a2a(&s, "GET", "/tasks/x/pushNotificationConfigs", ADMIN, None).await;
     assert_eq!(
         err["error"]["details"][0]["reason"],

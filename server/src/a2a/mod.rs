@@ -35,6 +35,8 @@ pub enum A2aError {
     Unauthenticated(String),
     #[error("{0}")]
     PermissionDenied(String),
+    #[error("this stream fell {0} events behind the task; subscribe again")]
+    StreamLagged(u64),
     #[error("internal error")]
     Internal,
 }
@@ -54,6 +56,7 @@ impl A2aError {
             A2aError::MethodNotFound(_) => "METHOD_NOT_FOUND",
             A2aError::Unauthenticated(_) => "UNAUTHENTICATED",
             A2aError::PermissionDenied(_) => "PERMISSION_DENIED",
+            A2aError::StreamLagged(_) => "STREAM_LAGGED",
             A2aError::Internal => "INTERNAL",
         }
     }
@@ -72,7 +75,9 @@ impl A2aError {
             A2aError::MethodNotFound(_) => (StatusCode::NOT_FOUND, "UNIMPLEMENTED"),
             A2aError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
             A2aError::PermissionDenied(_) => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
-            A2aError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL"),
+            A2aError::StreamLagged(_) | A2aError::Internal => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL")
+            }
         }
     }
 
@@ -90,7 +95,7 @@ impl A2aError {
             A2aError::InvalidParams(_) => -32602,
             // Implementation-defined server errors: A2A assigns these no code.
             A2aError::Unauthenticated(_) | A2aError::PermissionDenied(_) => -32000,
-            A2aError::Internal => -32603,
+            A2aError::StreamLagged(_) | A2aError::Internal => -32603,
         }
     }
 

@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use app::a2a::{
-    Artifact, Content, ListTasksRequest, Message, Part, Role, SendMessageRequest, Task, TaskState,
-    TaskStatus,
+    Artifact, Content, ListTasksRequest, Message, Part, Role, SendMessageRequest, StreamResponse,
+    Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use super::A2aError;
 use crate::auth::{Principal, Scope};
@@ -39,9 +39,70 @@ struct Inner {
 }
 
 struct Live {
-    snapshot: watch::Receiver<Task>,
+    feed: Arc<Feed>,
     cancel: watch::Sender<bool>,
     context_id: String,
+}
+
+/// Events a stream subscriber may fall behind by before its stream ends with an error.
+const STREAM_BUFFER: usize = 1024;
+
+/// A running task's latest snapshot and its event stream, always changed together, so a
+/// subscriber gets a snapshot and exactly the events after it.
+struct Feed {
+    gate: Mutex<()>,
+    snapshot: watch::Sender<Task>,
+    events: broadcast::Sender<StreamResponse>,
+}
+
+impl Feed {
+    fn publish(&self, task: &Task, event: StreamResponse) {
+        let _gate = self.gate.lock().unwrap();
+        self.snapshot.send_replace(task.clone());
+        let _ = self.events.send(event);
+    }
+
+    fn subscribe(&self) -> (Task, broadcast::Receiver<StreamResponse>) {
+        let _gate = self.gate.lock().unwrap();
+        (self.snapshot.borrow().clone(), self.events.subscribe())
+    }
+}
+
+/// A task's stream: its snapshot first, then its events until it is terminal or interrupted.
+pub struct TaskStream {
+    pub first: Task,
+    pub events: broadcast::Receiver<StreamResponse>,
+}
+
+impl TaskStream {
+    /// The stream as A2A sends it: the Task, then status and artifact updates, ending after
+    /// the first terminal or interrupted state. A subscriber that fell behind gets an error.
+    pub fn into_events(
+        self,
+    ) -> impl futures_util::Stream<Item = Result<StreamResponse, A2aError>> + Send {
+        let ends = |state: TaskState| state.is_terminal() || state.is_interrupted();
+        let start = (Some(self.first), self.events, false);
+        futures_util::stream::unfold(start, move |(first, mut events, done)| async move {
+            if done {
+                return None;
+            }
+            if let Some(task) = first {
+                let over = ends(task.status.state);
+                return Some((Ok(StreamResponse::Task(task)), (None, events, over)));
+            }
+            match events.recv().await {
+                Ok(event) => {
+                    let over =
+                        matches!(&event, StreamResponse::StatusUpdate(u) if ends(u.status.state));
+                    Some((Ok(event), (None, events, over)))
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    Some((Err(A2aError::StreamLagged(missed)), (None, events, true)))
+                }
+                Err(broadcast::error::RecvError::Closed) => None,
+            }
+        })
+    }
 }
 
 pub struct ListPage {
@@ -98,8 +159,55 @@ impl TaskService {
     /// SendMessage: starts a task for the message and, unless `returnImmediately`, waits
     /// until it is terminal or interrupted.
     pub async fn send(&self, who: &Principal, req: SendMessageRequest) -> Result<Task, A2aError> {
+        let config = req.configuration.clone().unwrap_or_default();
+        let feed = self.start(who, req).await?;
+        let mut snapshot = feed.snapshot.subscribe();
+        if !config.return_immediately {
+            let _ = snapshot
+                .wait_for(|t| t.status.state.is_terminal() || t.status.state.is_interrupted())
+                .await;
+        }
+        let current = snapshot.borrow().clone();
+        Ok(current.view(config.history_length, true))
+    }
+
+    /// SendStreamingMessage: starts a task and streams it from its first snapshot.
+    pub async fn send_stream(
+        &self,
+        who: &Principal,
+        req: SendMessageRequest,
+    ) -> Result<TaskStream, A2aError> {
+        let feed = self.start(who, req).await?;
+        let (first, events) = feed.subscribe();
+        Ok(TaskStream { first, events })
+    }
+
+    /// SubscribeToTask: the task now, then its events. A finished task has nothing to follow.
+    pub async fn subscribe(&self, who: &Principal, id: &str) -> Result<TaskStream, A2aError> {
+        let task = self.get(who, id, None).await?;
+        let feed = self
+            .inner
+            .live
+            .lock()
+            .unwrap()
+            .get(id)
+            .map(|l| l.feed.clone());
+        match feed {
+            Some(feed) if !task.status.state.is_terminal() => {
+                let (first, events) = feed.subscribe();
+                Ok(TaskStream { first, events })
+            }
+            _ => Err(A2aError::UnsupportedOperation(format!(
+                "task {id} is {}: there is nothing left to subscribe to",
+                task.status.state.name()
+            ))),
+        }
+    }
+
+    /// Validates the message, resolves or starts its session, persists the SUBMITTED task,
+    /// and queues its command; returns the task's feed.
+    async fn start(&self, who: &Principal, req: SendMessageRequest) -> Result<Arc<Feed>, A2aError> {
         require(who, Scope::Control)?;
-        let config = req.configuration.unwrap_or_default();
         let mut message = req.message;
         if message.role != Role::User {
             return Err(A2aError::InvalidParams(
@@ -162,17 +270,21 @@ impl TaskService {
         self.persist(&task).await?;
 
         let (events, events_rx) = mpsc::unbounded_channel();
-        let (snapshot_tx, snapshot) = watch::channel(task.clone());
+        let feed = Arc::new(Feed {
+            gate: Mutex::new(()),
+            snapshot: watch::channel(task.clone()).0,
+            events: broadcast::channel(STREAM_BUFFER).0,
+        });
         let (cancel, cancel_rx) = watch::channel(false);
         self.inner.live.lock().unwrap().insert(
             task_id.clone(),
             Live {
-                snapshot: snapshot.clone(),
+                feed: feed.clone(),
                 cancel,
                 context_id: handle.id.clone(),
             },
         );
-        tokio::spawn(self.clone().run(task, events_rx, snapshot_tx, cancel_rx));
+        tokio::spawn(self.clone().run(task, events_rx, feed.clone(), cancel_rx));
         let queued = handle
             .ask(|reply| {
                 Command::RunTask(
@@ -188,15 +300,7 @@ impl TaskService {
         if let Some(Err(refusal)) = queued {
             tracing::warn!(task_id, reason = %refusal.message, "the session refused the task");
         }
-        if !config.return_immediately {
-            let mut snapshot = snapshot;
-            let _ = snapshot
-                .wait_for(|t| t.status.state.is_terminal() || t.status.state.is_interrupted())
-                .await;
-            return Ok(snapshot.borrow().clone().view(config.history_length, true));
-        }
-        let current = snapshot.borrow().clone();
-        Ok(current.view(config.history_length, true))
+        Ok(feed)
     }
 
     /// Follows one task from its session's events to a terminal state.
@@ -204,7 +308,7 @@ impl TaskService {
         self,
         mut task: Task,
         mut events: mpsc::UnboundedReceiver<TaskEvent>,
-        snapshot: watch::Sender<Task>,
+        feed: Arc<Feed>,
         cancel: watch::Receiver<bool>,
     ) {
         let mut output: Vec<u8> = Vec::new();
@@ -213,14 +317,30 @@ impl TaskService {
             match events.recv().await {
                 Some(TaskEvent::Started) => {
                     task.status = status(TaskState::Working, None, None);
-                    self.announce(&task, &snapshot).await;
+                    self.announce(&task, &feed).await;
                 }
                 Some(TaskEvent::Output(bytes)) => {
                     let room = MAX_OUTPUT.saturating_sub(output.len());
                     cut |= bytes.len() > room;
-                    output.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                    let kept = &bytes[..bytes.len().min(room)];
+                    if kept.is_empty() {
+                        continue;
+                    }
+                    let append = !output.is_empty();
+                    output.extend_from_slice(kept);
                     task.artifacts = Some(vec![output_artifact(&output, cut)]);
-                    snapshot.send_replace(task.clone());
+                    let chunk = output_artifact(kept, false);
+                    feed.publish(
+                        &task,
+                        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                            task_id: task.id.clone(),
+                            context_id: task.context_id.clone(),
+                            artifact: chunk,
+                            append,
+                            last_chunk: false,
+                            metadata: None,
+                        }),
+                    );
                 }
                 Some(TaskEvent::Finished(code)) => break Outcome::Exited(code),
                 Some(TaskEvent::Dequeued) => break Outcome::Dequeued,
@@ -254,16 +374,24 @@ impl TaskService {
                 .get_or_insert_with(Map::new)
                 .insert("exit_code".into(), json!(code));
         }
-        self.announce(&task, &snapshot).await;
+        self.announce(&task, &feed).await;
         self.inner.live.lock().unwrap().remove(&task.id);
     }
 
-    /// Persists a transition, then makes it visible.
-    async fn announce(&self, task: &Task, snapshot: &watch::Sender<Task>) {
+    /// Persists a transition, then announces it.
+    async fn announce(&self, task: &Task, feed: &Feed) {
         if let Err(e) = self.persist(task).await {
             tracing::error!(task_id = %task.id, error = %format!("{e:#}"), "persisting a task failed");
         }
-        snapshot.send_replace(task.clone());
+        feed.publish(
+            task,
+            StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                status: task.status.clone(),
+                metadata: task.metadata.clone(),
+            }),
+        );
     }
 
     /// The latest view of a task: live in this process, or from the store.
@@ -274,7 +402,7 @@ impl TaskService {
             .lock()
             .unwrap()
             .get(id)
-            .map(|l| l.snapshot.borrow().clone());
+            .map(|l| l.feed.snapshot.borrow().clone());
         if let Some(t) = live {
             return Ok(Some(t));
         }
@@ -315,7 +443,7 @@ impl TaskService {
             let live = self.inner.live.lock().unwrap();
             live.get(id).map(|l| {
                 l.cancel.send_replace(true);
-                (l.snapshot.clone(), l.context_id.clone())
+                (l.feed.snapshot.subscribe(), l.context_id.clone())
             })
         };
         let Some((mut snapshot, context_id)) = live else {

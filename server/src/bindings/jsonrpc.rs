@@ -10,8 +10,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::a2a::A2aError;
+use crate::a2a::service::TaskStream;
 use crate::auth;
 use crate::http::{AppState, header_bearer};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::StreamExt;
 
 pub async fn endpoint(
     State(state): State<AppState>,
@@ -25,10 +28,11 @@ pub async fn endpoint(
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     match handle(&state, &headers, uri.query(), request).await {
-        Ok(result) => reply(
+        Ok(Reply::Value(result)) => reply(
             StatusCode::OK,
             &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
         ),
+        Ok(Reply::Stream(stream)) => sse(id, stream),
         Err(e) => {
             let status = match e {
                 A2aError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
@@ -39,12 +43,35 @@ pub async fn endpoint(
     }
 }
 
+/// A method's answer: one result, or a stream of them.
+enum Reply {
+    Value(Value),
+    Stream(TaskStream),
+}
+
+/// Each event as a full JSON-RPC response in `data:`; a failure after the first event as
+/// `event: error` with a JSON-RPC error response.
+fn sse(id: Value, stream: TaskStream) -> Response {
+    let events = stream.into_events().map(move |item| {
+        Ok::<_, std::convert::Infallible>(match item {
+            Ok(event) => Event::default()
+                .data(json!({ "jsonrpc": "2.0", "id": id, "result": event }).to_string()),
+            Err(e) => Event::default()
+                .event("error")
+                .data(error_object(&id, &e).to_string()),
+        })
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
 async fn handle(
     state: &AppState,
     headers: &HeaderMap,
     query: Option<&str>,
     request: Value,
-) -> Result<Value, A2aError> {
+) -> Result<Reply, A2aError> {
     if request.is_array() {
         return Err(A2aError::InvalidRequest(
             "batch requests are not supported".into(),
@@ -81,7 +108,7 @@ async fn handle(
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
     let params = request.get("params").cloned().unwrap_or(json!({}));
     let tasks = &state.tasks;
-    Ok(match method {
+    Ok(Reply::Value(match method {
         "SendMessage" => {
             let task = tasks
                 .send(&who, parse::<SendMessageRequest>(method, params)?)
@@ -107,11 +134,13 @@ async fn handle(
                 "totalSize": page.total_size,
             })
         }
-        "SendStreamingMessage" | "SubscribeToTask" => {
-            return Err(A2aError::UnsupportedOperation(
-                "streaming is not offered by this agent yet (capabilities.streaming is false)"
-                    .into(),
-            ));
+        "SendStreamingMessage" => {
+            let req = parse::<SendMessageRequest>(method, params)?;
+            return Ok(Reply::Stream(tasks.send_stream(&who, req).await?));
+        }
+        "SubscribeToTask" => {
+            let p = parse::<TaskIdRequest>(method, params)?;
+            return Ok(Reply::Stream(tasks.subscribe(&who, &p.id).await?));
         }
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
@@ -123,7 +152,7 @@ async fn handle(
             ));
         }
         other => return Err(A2aError::MethodNotFound(format!("no method {other:?}"))),
-    })
+    }))
 }
 
 fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, A2aError> {

@@ -15,8 +15,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::a2a::A2aError;
+use crate::a2a::service::TaskStream;
 use crate::auth::{self, Principal};
 use crate::http::{AppState, header_bearer};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::StreamExt;
 
 const A2A_JSON: &str = "application/a2a+json";
 const JSON: &str = "application/json";
@@ -24,7 +27,7 @@ const JSON: &str = "application/json";
 pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/message:send", post(send_message))
-        .route("/message:stream", post(streaming_unsupported))
+        .route("/message:stream", post(stream_message))
         .route("/tasks", get(list_tasks))
         .route("/tasks/{task}", get(get_task).post(task_action))
         .route(
@@ -184,8 +187,8 @@ async fn get_task(
     headers: HeaderMap,
     uri: axum::http::Uri,
 ) -> Response {
-    if task.ends_with(":subscribe") {
-        return streaming_unsupported(axum::Extension(media)).await;
+    if let Some(id) = task.strip_suffix(":subscribe") {
+        return subscribe(&state, media, &headers, uri.query(), id).await;
     }
     let result = async {
         let who = principal(&state, &headers, uri.query()).await?;
@@ -200,7 +203,7 @@ async fn get_task(
     }
 }
 
-/// `POST /tasks/{id}:cancel` (and `:subscribe`, which needs streaming).
+/// `POST /tasks/{id}:cancel` and `POST /tasks/{id}:subscribe`.
 async fn task_action(
     State(state): State<AppState>,
     axum::Extension(media): axum::Extension<Media>,
@@ -208,11 +211,13 @@ async fn task_action(
     headers: HeaderMap,
     uri: axum::http::Uri,
 ) -> Response {
+    if let Some(id) = task.strip_suffix(":subscribe") {
+        return subscribe(&state, media, &headers, uri.query(), id).await;
+    }
     let result = async {
         let who = principal(&state, &headers, uri.query()).await?;
         match task.rsplit_once(':') {
             Some((id, "cancel")) => Ok(json_value(&state.tasks.cancel(&who, id).await?)),
-            Some((_, "subscribe")) => Err(streaming_error()),
             _ => Err(A2aError::MethodNotFound(format!(
                 "no operation POST /tasks/{task}"
             ))),
@@ -283,14 +288,59 @@ fn number(q: &HashMap<String, String>, name: &str) -> Result<Option<u32>, A2aErr
         .transpose()
 }
 
-fn streaming_error() -> A2aError {
-    A2aError::UnsupportedOperation(
-        "streaming is not offered by this agent yet (capabilities.streaming is false)".into(),
-    )
+/// Server-sent events: each StreamResponse as `data:`; a failure after the first event as
+/// `event: error` with a google.rpc.Status.
+fn sse(stream: TaskStream) -> Response {
+    let events = stream.into_events().map(|item| {
+        Ok::<_, std::convert::Infallible>(match item {
+            Ok(event) => Event::default().data(json_value(&event).to_string()),
+            Err(e) => Event::default()
+                .event("error")
+                .data(e.status_body().to_string()),
+        })
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
-async fn streaming_unsupported(axum::Extension(media): axum::Extension<Media>) -> Response {
-    error_response(&streaming_error(), media)
+async fn stream_message(
+    State(state): State<AppState>,
+    axum::Extension(media): axum::Extension<Media>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Response {
+    let started = async {
+        let who = principal(&state, &headers, uri.query()).await?;
+        let req: SendMessageRequest = serde_json::from_slice(&body)
+            .map_err(|e| A2aError::InvalidRequest(format!("SendMessageRequest: {e}")))?;
+        state.tasks.send_stream(&who, req).await
+    }
+    .await;
+    match started {
+        Ok(stream) => sse(stream),
+        Err(e) => error_response(&e, media),
+    }
+}
+
+/// `GET|POST /tasks/{id}:subscribe`: errors before the first event are plain responses.
+async fn subscribe(
+    state: &AppState,
+    media: Media,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    id: &str,
+) -> Response {
+    let started = async {
+        let who = principal(state, headers, query).await?;
+        state.tasks.subscribe(&who, id).await
+    }
+    .await;
+    match started {
+        Ok(stream) => sse(stream),
+        Err(e) => error_response(&e, media),
+    }
 }
 
 async fn push_unsupported(axum::Extension(media): axum::Extension<Media>) -> Response {
