@@ -32,7 +32,7 @@ pub async fn endpoint(
             StatusCode::OK,
             &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
         ),
-        Ok(Reply::Stream(stream)) => sse(id, stream),
+        Ok(Reply::Stream(stream)) => sse(id, *stream),
         Err(e) => {
             let status = match e {
                 A2aError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
@@ -46,7 +46,7 @@ pub async fn endpoint(
 /// A method's answer: one result, or a stream of them.
 enum Reply {
     Value(Value),
-    Stream(TaskStream),
+    Stream(Box<TaskStream>),
 }
 
 /// Each event as a full JSON-RPC response in `data:`; a failure after the first event as
@@ -136,11 +136,11 @@ async fn handle(
         }
         "SendStreamingMessage" => {
             let req = parse::<SendMessageRequest>(method, params)?;
-            return Ok(Reply::Stream(tasks.send_stream(&who, req).await?));
+            return Ok(Reply::Stream(Box::new(tasks.send_stream(&who, req).await?)));
         }
         "SubscribeToTask" => {
             let p = parse::<TaskIdRequest>(method, params)?;
-            return Ok(Reply::Stream(tasks.subscribe(&who, &p.id).await?));
+            return Ok(Reply::Stream(Box::new(tasks.subscribe(&who, &p.id).await?)));
         }
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
