@@ -191,6 +191,70 @@ async fn concurrent_subscribers_see_the_same_events_in_the_same_order() {
 }
 
 #[tokio::test]
+async fn a_command_waiting_for_the_terminal_asks_for_input_and_the_answer_is_typed() {
+    let s = TestServer::start(&[]).await;
+    let (_, asked) = a2a(
+        &s,
+        "POST",
+        "/message:send",
+        ADMIN,
+        Some(send("read -p 'Name? ' x; echo hello $x")),
+    )
+    .await;
+    let task = &asked["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{task}"
+    );
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], "Name?");
+    let id = task["id"].as_str().unwrap();
+
+    // Only a waiting task takes an answer; a foreign contextId is refused.
+    let mut wrong = json!({ "message": { "messageId": "a0", "role": "ROLE_USER", "taskId": id, "contextId": "other", "parts": [{ "text": "x" }] } });
+    let (status, _) = a2a(&s, "POST", "/message:send", ADMIN, Some(wrong.clone())).await;
+    assert_eq!(status, 400);
+    wrong["message"]["contextId"] = task["contextId"].clone();
+    wrong["message"]["parts"][0]["text"] = json!("Ada");
+    wrong["message"]["messageId"] = json!("a1");
+    let (_, answered) = a2a(&s, "POST", "/message:send", ADMIN, Some(wrong.clone())).await;
+    let done = &answered["task"];
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert!(output(done).ends_with("hello Ada\r\n"), "{}", output(done));
+    let history: Vec<&str> = done["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["messageId"].as_str().unwrap())
+        .collect();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1], "a1");
+    wrong["message"]["messageId"] = json!("a2");
+    let (status, err) = a2a(&s, "POST", "/message:send", ADMIN, Some(wrong)).await;
+    assert_eq!(status, 400);
+    assert_status(&err, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION");
+}
+
+#[tokio::test]
+async fn a_task_waiting_for_input_can_be_canceled() {
+    let s = TestServer::start(&[]).await;
+    let (_, asked) = a2a(
+        &s,
+        "POST",
+        "/message:send",
+        ADMIN,
+        Some(send("read -p 'Continue? ' x")),
+    )
+    .await;
+    assert_eq!(
+        asked["task"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+    let id = asked["task"]["id"].as_str().unwrap();
+    let (_, canceled) = a2a(&s, "POST", &format!("/tasks/{id}:cancel"), ADMIN, None).await;
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+}
+
+#[tokio::test]
 async fn a_non_zero_exit_fails_the_task_with_the_exit_code() {
     let s = TestServer::start(&[]).await;
     let (_, body) = a2a(

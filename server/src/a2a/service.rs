@@ -214,13 +214,8 @@ impl TaskService {
                 "the message role must be ROLE_USER".into(),
             ));
         }
-        if let Some(task_id) = &message.task_id {
-            let task = self.get(who, task_id, None).await?;
-            return Err(A2aError::UnsupportedOperation(format!(
-                "task {} is {}: a follow-up message can only answer a task that asks for input",
-                task.id,
-                task.status.state.name()
-            )));
+        if message.task_id.is_some() {
+            return self.answer(who, message).await;
         }
         let line = command_line(&message)?;
         let handle = match &message.context_id {
@@ -303,6 +298,62 @@ impl TaskService {
         Ok(feed)
     }
 
+    /// A follow-up message for a task waiting for input: its text is typed as the answer.
+    /// Returns once the answer is recorded in the task's history.
+    async fn answer(&self, who: &Principal, mut message: Message) -> Result<Arc<Feed>, A2aError> {
+        let task_id = message.task_id.clone().unwrap_or_default();
+        let task = self.get(who, &task_id, None).await?;
+        if task.status.state != TaskState::InputRequired {
+            return Err(A2aError::UnsupportedOperation(format!(
+                "task {task_id} is {}: a follow-up message can only answer a task that asks for input",
+                task.status.state.name()
+            )));
+        }
+        if message
+            .context_id
+            .as_ref()
+            .is_some_and(|c| *c != task.context_id)
+        {
+            return Err(A2aError::InvalidParams(format!(
+                "contextId does not match task {task_id}'s ({})",
+                task.context_id
+            )));
+        }
+        if message.text().contains(['\n', '\r']) {
+            return Err(A2aError::InvalidParams("an answer is one line".into()));
+        }
+        message.context_id = Some(task.context_id.clone());
+        let feed = self
+            .inner
+            .live
+            .lock()
+            .unwrap()
+            .get(&task_id)
+            .map(|l| l.feed.clone());
+        let (Some(feed), Some(handle)) = (feed, self.inner.sessions.live(&task.context_id)) else {
+            return Err(A2aError::UnsupportedOperation(format!(
+                "task {task_id} no longer runs"
+            )));
+        };
+        let message_id = message.message_id.clone();
+        let typed = handle
+            .ask(|reply| Command::AnswerTask(task_id.clone(), message, reply))
+            .await
+            .unwrap_or(false);
+        if !typed {
+            return Err(A2aError::UnsupportedOperation(format!(
+                "task {task_id} is no longer waiting for input"
+            )));
+        }
+        let mut snapshot = feed.snapshot.subscribe();
+        let _ = tokio::time::timeout(
+            CANCEL_WAIT,
+            snapshot.wait_for(|t| t.history.iter().any(|m| m.message_id == message_id)),
+        )
+        .await;
+        Ok(feed)
+    }
+
     /// Follows one task from its session's events to a terminal state.
     async fn run(
         self,
@@ -341,6 +392,15 @@ impl TaskService {
                             metadata: None,
                         }),
                     );
+                }
+                Some(TaskEvent::InputRequired(prompt)) => {
+                    task.status = status(TaskState::InputRequired, Some(prompt), None);
+                    self.announce(&task, &feed).await;
+                }
+                Some(TaskEvent::Resumed(answer)) => {
+                    task.history.push(answer);
+                    task.status = status(TaskState::Working, None, None);
+                    self.announce(&task, &feed).await;
                 }
                 Some(TaskEvent::Finished(code)) => break Outcome::Exited(code),
                 Some(TaskEvent::Dequeued) => break Outcome::Dequeued,

@@ -40,6 +40,8 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 const KEYFRAME_REQUEST_INTERVAL: Duration = Duration::from_secs(1);
 /// Grace between Ctrl-C and SIGKILL of the foreground job when a task is canceled.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
+/// A running command silent this long while blocked reading the terminal needs input.
+const INPUT_IDLE: Duration = Duration::from_millis(800);
 /// Retention is enforced at least this often, and after every `replay_frames` frames.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -165,6 +167,10 @@ pub enum TaskEvent {
     Output(Vec<u8>),
     /// The shell reported the command's exit status.
     Finished(Option<i32>),
+    /// The command waits for the terminal, showing this prompt.
+    InputRequired(String),
+    /// An answer was typed; the command goes on.
+    Resumed(app::a2a::Message),
     /// Canceled before it was typed.
     Dequeued,
     /// The session ended first.
@@ -182,6 +188,9 @@ struct Running {
     run: TaskRun,
     capturing: bool,
     kill_at: Option<Instant>,
+    last_output: Instant,
+    /// InputRequired was reported and not answered yet.
+    asked: bool,
 }
 
 /// The shell side of a session: marks in its output, and the commands queued for it.
@@ -203,7 +212,8 @@ impl ShellState {
     fn on_piece(&mut self, piece: Piece<'_>, pty: &Pty) {
         match piece {
             Piece::Text(t) => {
-                if let Some(r) = self.running.as_ref().filter(|r| r.capturing) {
+                if let Some(r) = self.running.as_mut().filter(|r| r.capturing) {
+                    r.last_output = Instant::now();
                     let _ = r.run.events.send(TaskEvent::Output(t.to_vec()));
                 }
             }
@@ -243,6 +253,8 @@ impl ShellState {
                     run,
                     capturing: false,
                     kill_at: None,
+                    last_output: Instant::now(),
+                    asked: false,
                 });
             }
             Err(_) => {
@@ -260,6 +272,41 @@ impl ShellState {
             let _ = pty.write(vec![0x03]);
             r.kill_at.get_or_insert(Instant::now() + CANCEL_GRACE);
         }
+    }
+
+    /// A running command has been silent for the idle window and not yet reported.
+    fn may_wait_for_input(&self) -> bool {
+        self.running
+            .as_ref()
+            .is_some_and(|r| r.capturing && !r.asked && r.last_output.elapsed() >= INPUT_IDLE)
+    }
+
+    /// Reports the running command as waiting for input, with the visible prompt.
+    fn input_required(&mut self, prompt: String) {
+        if let Some(r) = self.running.as_mut() {
+            r.asked = true;
+            let _ = r.run.events.send(TaskEvent::InputRequired(prompt));
+        }
+    }
+
+    /// Types an answer for the running task; false when it is not the one waiting.
+    fn answer(&mut self, task_id: &str, message: app::a2a::Message, pty: &Pty) -> bool {
+        let Some(r) = self
+            .running
+            .as_mut()
+            .filter(|r| r.run.task_id == task_id && r.asked)
+        else {
+            return false;
+        };
+        let mut line = message.text().into_bytes();
+        line.push(b'\r');
+        if pty.write(line).is_err() {
+            return false;
+        }
+        r.asked = false;
+        r.last_output = Instant::now();
+        let _ = r.run.events.send(TaskEvent::Resumed(message));
+        true
     }
 
     fn kill_at(&self) -> Option<Instant> {
@@ -303,6 +350,8 @@ impl Actor {
         let mut kill_at: Option<Instant> = None;
         let mut ticker = tokio::time::interval(self.settings.keyframe_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut input_check = tokio::time::interval(INPUT_IDLE / 4);
+        input_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let task_kill = self.shell.as_ref().and_then(|s| s.state.kill_at());
             let wake = [drain_until, kill_at, task_kill]
@@ -342,6 +391,9 @@ impl Actor {
                     if drain_until.is_some_and(|t| t <= now) {
                         break;
                     }
+                }
+                _ = input_check.tick(), if self.shell.as_ref().is_some_and(|s| s.state.may_wait_for_input()) => {
+                    self.check_input_required();
                 }
                 _ = ticker.tick() => {
                     if self.outputs_since_keyframe > 0
@@ -384,6 +436,13 @@ impl Actor {
             }
             Command::RunTask(run, reply) => {
                 let _ = reply.send(self.run_task(run));
+            }
+            Command::AnswerTask(task_id, message, reply) => {
+                let typed = self
+                    .shell
+                    .as_mut()
+                    .is_some_and(|s| s.state.answer(&task_id, message, &self.pty));
+                let _ = reply.send(typed);
             }
             Command::CancelTask(task_id) => {
                 if let Some(shell) = self.shell.as_mut() {
@@ -748,6 +807,18 @@ impl Actor {
             self.membership_changed(None);
         }
         Ok(())
+    }
+
+    /// A silent command blocked reading the terminal needs input: report the prompt line.
+    fn check_input_required(&mut self) {
+        if !self.pty.foreground_reads_terminal() {
+            return;
+        }
+        let row = self.screen.cursor().position().map_or(0, |(_, row)| row);
+        let prompt = self.screen.text().get(row).cloned().unwrap_or_default();
+        if let Some(shell) = self.shell.as_mut() {
+            shell.state.input_required(prompt);
+        }
     }
 
     fn run_task(&mut self, run: TaskRun) -> Result<(), Refusal> {

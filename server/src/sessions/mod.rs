@@ -309,6 +309,8 @@ pub enum Command {
     RequestKeyframe(String, oneshot::Sender<Result<(), Refusal>>),
     /// Queue a command line for the session's shell.
     RunTask(TaskRun, oneshot::Sender<Result<(), Refusal>>),
+    /// Type the answer to a task waiting for input; the reply says whether it was typed.
+    AnswerTask(String, app::a2a::Message, oneshot::Sender<bool>),
     /// Cancel a queued or running task: Ctrl-C, then SIGKILL of the foreground job.
     CancelTask(String),
     Terminate(CloseReason),

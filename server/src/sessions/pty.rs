@@ -134,6 +134,31 @@ impl Pty {
         self.master.resize(size(cols, rows))
     }
 
+    /// Whether a process of the terminal's foreground job is blocked in read(2) on this
+    /// terminal, i.e. waiting for someone to type. While a command runs that includes the
+    /// shell itself (its `read` builtin); callers do not ask while the shell is at a prompt.
+    pub fn foreground_reads_terminal(&self) -> bool {
+        let (Some(pgid), Some(tty)) = (self.master.process_group_leader(), self.master.tty_name())
+        else {
+            return false;
+        };
+        if pgid <= 0 {
+            return false;
+        }
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return false;
+        };
+        procs
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| process_group(*p) == Some(pgid))
+            .any(|p| {
+                reading_fd(p).is_some_and(|fd| {
+                    std::fs::read_link(format!("/proc/{p}/fd/{fd}")).is_ok_and(|l| l == tty)
+                })
+            })
+    }
+
     /// Kills the terminal's foreground process group, unless that is the session leader
     /// itself (the shell).
     pub fn kill_foreground_job(&self) {
@@ -156,4 +181,26 @@ impl Pty {
             }
         }
     }
+}
+
+/// The process group of a process (field 5 of /proc/PID/stat).
+fn process_group(pid: u32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses: fields follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(2)?.parse().ok()
+}
+
+/// The fd a process is blocked reading, from /proc/PID/syscall ("NR arg0 …").
+fn reading_fd(pid: u32) -> Option<u64> {
+    #[cfg(target_arch = "x86_64")]
+    const READ: &str = "0";
+    #[cfg(target_arch = "aarch64")]
+    const READ: &str = "63";
+    let line = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
+    let mut fields = line.split_whitespace();
+    if fields.next()? != READ {
+        return None;
+    }
+    u64::from_str_radix(fields.next()?.trim_start_matches("0x"), 16).ok()
 }
