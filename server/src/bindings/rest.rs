@@ -149,6 +149,27 @@ async fn principal(
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))
 }
 
+/// The JSON answer, or the error as google.rpc.Status.
+fn answer(media: Media, result: Result<Value, A2aError>) -> Response {
+    match result {
+        Ok(v) => ok(media, &v),
+        Err(e) => error_response(&e, media),
+    }
+}
+
+/// The caller and the SendMessageRequest of a send or stream call.
+async fn sender(
+    state: &AppState,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<(Principal, SendMessageRequest), A2aError> {
+    let who = principal(state, headers, query).await?;
+    let req = serde_json::from_slice(body)
+        .map_err(|e| A2aError::InvalidRequest(format!("SendMessageRequest: {e}")))?;
+    Ok((who, req))
+}
+
 fn json_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
@@ -161,17 +182,12 @@ async fn send_message(
     body: Bytes,
 ) -> Response {
     let result = async {
-        let who = principal(&state, &headers, uri.query()).await?;
-        let req: SendMessageRequest = serde_json::from_slice(&body)
-            .map_err(|e| A2aError::InvalidRequest(format!("SendMessageRequest: {e}")))?;
+        let (who, req) = sender(&state, &headers, uri.query(), &body).await?;
         let task = state.tasks.send(&who, req).await?;
         Ok::<_, A2aError>(json!({ "task": json_value(&task) }))
     }
     .await;
-    match result {
-        Ok(v) => ok(media, &v),
-        Err(e) => error_response(&e, media),
-    }
+    answer(media, result)
 }
 
 #[derive(Debug, Deserialize)]
@@ -197,10 +213,7 @@ async fn get_task(
         Ok::<_, A2aError>(json_value(&task))
     }
     .await;
-    match result {
-        Ok(v) => ok(media, &v),
-        Err(e) => error_response(&e, media),
-    }
+    answer(media, result)
 }
 
 /// `POST /tasks/{id}:cancel` and `POST /tasks/{id}:subscribe`.
@@ -224,10 +237,7 @@ async fn task_action(
         }
     }
     .await;
-    match result {
-        Ok(v) => ok(media, &v),
-        Err(e) => error_response(&e, media),
-    }
+    answer(media, result)
 }
 
 async fn list_tasks(
@@ -249,10 +259,7 @@ async fn list_tasks(
         }))
     }
     .await;
-    match result {
-        Ok(v) => ok(media, &v),
-        Err(e) => error_response(&e, media),
-    }
+    answer(media, result)
 }
 
 /// ListTasks from query parameters: the request's own field names, typed as in JSON.
@@ -312,9 +319,7 @@ async fn stream_message(
     body: Bytes,
 ) -> Response {
     let started = async {
-        let who = principal(&state, &headers, uri.query()).await?;
-        let req: SendMessageRequest = serde_json::from_slice(&body)
-            .map_err(|e| A2aError::InvalidRequest(format!("SendMessageRequest: {e}")))?;
+        let (who, req) = sender(&state, &headers, uri.query(), &body).await?;
         state.tasks.send_stream(&who, req).await
     }
     .await;
