@@ -145,9 +145,43 @@ pub struct UpdateServiceParameters {
     pub service_parameters: Map<String, Value>,
 }
 
+/// `task_id` (and `history_length`) of GetTask, CancelTask, SubscribeToTask, Unsubscribe.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskRef {
+    pub task_id: String,
+    #[serde(default)]
+    pub history_length: Option<u32>,
+}
+
+/// ListTasks on this binding; `filter` takes ListTasksRequest fields.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListTasksPayload {
+    #[serde(default)]
+    pub page_size: Option<u32>,
+    #[serde(default)]
+    pub page_token: Option<String>,
+    #[serde(default)]
+    pub filter: Option<crate::a2a::ListTasksRequest>,
+}
+
+/// The A2A core operations (binding §4).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskOp {
+    SendMessage(crate::a2a::SendMessageRequest),
+    SendStreamingMessage(crate::a2a::SendMessageRequest),
+    GetTask(TaskRef),
+    ListTasks(ListTasksPayload),
+    CancelTask(TaskRef),
+    SubscribeToTask(TaskRef),
+    Unsubscribe(TaskRef),
+}
+
 /// What a client asks for, decoded from an envelope's `op` and `payload`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientOp {
+    Task(TaskOp),
     Join(JoinSession),
     Leave,
     Input(Vec<u8>),
@@ -250,6 +284,25 @@ impl ClientOp {
                 .map(|_| ClientOp::RequestKeyframe)
                 .map_err(fail)?,
             "ping" => ClientOp::Ping(parse(&env.op, payload).map_err(fail)?),
+            "SendMessage" => {
+                ClientOp::Task(TaskOp::SendMessage(parse(&env.op, payload).map_err(fail)?))
+            }
+            "SendStreamingMessage" => ClientOp::Task(TaskOp::SendStreamingMessage(
+                parse(&env.op, payload).map_err(fail)?,
+            )),
+            "GetTask" => ClientOp::Task(TaskOp::GetTask(parse(&env.op, payload).map_err(fail)?)),
+            "ListTasks" => {
+                ClientOp::Task(TaskOp::ListTasks(parse(&env.op, payload).map_err(fail)?))
+            }
+            "CancelTask" => {
+                ClientOp::Task(TaskOp::CancelTask(parse(&env.op, payload).map_err(fail)?))
+            }
+            "SubscribeToTask" => ClientOp::Task(TaskOp::SubscribeToTask(
+                parse(&env.op, payload).map_err(fail)?,
+            )),
+            "Unsubscribe" => {
+                ClientOp::Task(TaskOp::Unsubscribe(parse(&env.op, payload).map_err(fail)?))
+            }
             "UpdateServiceParameters" => {
                 ClientOp::UpdateServiceParameters(parse(&env.op, payload).map_err(fail)?)
             }

@@ -12,10 +12,6 @@ use serde_json::{Value, json};
 use crate::http::AppState;
 use crate::sessions::{BACKENDS, CLASSES};
 
-/// The A2A core operations this server implements on pty-ws (none yet: they arrive with
-/// the task engine, and until then the binding answers them `UNSUPPORTED_OPERATION`).
-pub const PTY_WS_OPERATIONS: [&str; 0] = [];
-
 fn pty_extension(state: &AppState) -> Value {
     let s = state.sessions.settings();
     json!({
@@ -113,7 +109,7 @@ pub async fn superset(State(state): State<AppState>) -> Response {
             "uri": wire::BINDING_URI,
             "endpoint": state.attach_url("{session_id}"),
             "preference": "secondary",
-            "operations": PTY_WS_OPERATIONS,
+            "operations": wire::CORE_OPERATIONS,
             "notes": "Interactive PTY attach (subprotocol pty-ws.v1, bearer in Authorization or a bearer.<base64url> subprotocol entry). ListTasks would be scoped to the attached session.",
         }],
         "protocolVersion": "0.3.0",

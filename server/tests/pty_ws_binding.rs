@@ -27,7 +27,17 @@ async fn binding_scenario_1_binding_hello_is_the_first_frame() {
         "https://agentic-sandbox.aiwg.io/bindings/pty-ws/v1"
     );
     assert_eq!(p["binding_version"], "1.0.0");
-    assert!(p["supported_operations"].is_array());
+    assert_eq!(
+        p["supported_operations"],
+        json!([
+            "SendMessage",
+            "SendStreamingMessage",
+            "GetTask",
+            "ListTasks",
+            "CancelTask",
+            "SubscribeToTask"
+        ])
+    );
     assert_eq!(p["activated_extensions"], json!([]));
     assert_eq!(p["session"]["session_id"], sid.as_str());
     assert!(p["session"]["current_sequence"].is_u64());
@@ -84,7 +94,14 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
     assert_error(&c.next().await, Some(&id), "UNSUPPORTED_OPERATION");
     let id = c.send("SendMessage", json!({ "message": {} })).await;
     let e = c.next().await;
-    assert_error(&e, Some(&id), "UNSUPPORTED_OPERATION");
+    assert_error(&e, Some(&id), "INVALID_REQUEST");
+    let id = c.send("GetTask", json!({ "task_id": "nope" })).await;
+    let e = c.expect_op("Error").await;
+    assert_error(&e, Some(&id), "TASK_NOT_FOUND");
+    assert_eq!(
+        e["payload"]["a2a_error"]["details"][0]["reason"],
+        "TASK_NOT_FOUND"
+    );
     let id = c
         .send(
             "pty.join_session",
@@ -148,6 +165,161 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
             .err(),
         Some(401)
     );
+}
+
+/// A shell session, for A2A tasks on this binding.
+async fn shell(s: &TestServer) -> String {
+    s.create_session(json!({})).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn text_message(text: &str) -> Value {
+    json!({ "message": { "messageId": format!("ws-{text}"), "role": "ROLE_USER", "parts": [{ "text": text }] } })
+}
+
+/// Reads TaskStatusUpdate frames until the task is terminal; returns them.
+async fn updates_until_terminal(c: &mut Client) -> Vec<Value> {
+    let mut frames = Vec::new();
+    loop {
+        let f = c.expect_op("TaskStatusUpdate").await;
+        let state = f["payload"]["task"]["status"]["state"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        frames.push(f);
+        if [
+            "TASK_STATE_COMPLETED",
+            "TASK_STATE_FAILED",
+            "TASK_STATE_CANCELED",
+        ]
+        .contains(&state.as_str())
+        {
+            return frames;
+        }
+    }
+}
+
+#[tokio::test]
+async fn binding_scenario_2_all_six_core_operations_round_trip() {
+    let s = TestServer::start(&[]).await;
+    let sid = shell(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+
+    let id = c.send("SendMessage", text_message("echo over-ws")).await;
+    let r = c.expect_op("SendMessage.Response").await;
+    assert_eq!(r["id"], id.as_str());
+    let task = &r["payload"]["task"];
+    assert_eq!(
+        (task["status"]["state"].as_str(), task["contextId"].as_str()),
+        (Some("TASK_STATE_COMPLETED"), Some(sid.as_str()))
+    );
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "over-ws\r\n");
+    let task_id = task["id"].as_str().unwrap().to_owned();
+
+    c.send(
+        "GetTask",
+        json!({ "task_id": task_id, "history_length": 0 }),
+    )
+    .await;
+    let got = c.expect_op("GetTask.Response").await;
+    assert_eq!(got["payload"]["task"]["id"], task_id.as_str());
+    assert!(got["payload"]["task"].get("history").is_none());
+
+    c.send("ListTasks", json!({ "page_size": 10 })).await;
+    let listed = c.expect_op("ListTasks.Response").await;
+    assert_eq!(listed["payload"]["tasks"][0]["id"], task_id.as_str());
+    assert_eq!(listed["payload"]["next_page_token"], "");
+
+    let id = c
+        .send("SendStreamingMessage", text_message("echo streamed-ws"))
+        .await;
+    let accepted = c.expect_op("SendStreamingMessage.Accepted").await;
+    assert_eq!(accepted["id"], id.as_str());
+    let updates = updates_until_terminal(&mut c).await;
+    let last = &updates.last().unwrap()["payload"]["task"];
+    assert_eq!(last["id"], accepted["payload"]["task_id"]);
+    assert_eq!(last["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(last["artifacts"][0]["parts"][0]["text"], "streamed-ws\r\n");
+
+    let mut slow = text_message("sleep 0.5; echo late");
+    slow["configuration"] = json!({ "returnImmediately": true });
+    c.send("SendMessage", slow).await;
+    let started = c.expect_op("SendMessage.Response").await;
+    let slow_id = started["payload"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.send("SubscribeToTask", json!({ "task_id": slow_id }))
+        .await;
+    assert!(c.expect_op("SubscribeToTask.Accepted").await["payload"]["current_sequence"].is_u64());
+    let updates = updates_until_terminal(&mut c).await;
+    assert_eq!(
+        updates.last().unwrap()["payload"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let id = c.send("Unsubscribe", json!({ "task_id": slow_id })).await;
+    assert_eq!(c.expect_op("Unsubscribe.Response").await["id"], id.as_str());
+
+    let mut long = text_message("sleep 100");
+    long["configuration"] = json!({ "returnImmediately": true });
+    c.send("SendMessage", long).await;
+    let long_id = c.expect_op("SendMessage.Response").await["payload"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.send("CancelTask", json!({ "task_id": long_id })).await;
+    let canceled = c.expect_op("CancelTask.Response").await;
+    assert_eq!(
+        canceled["payload"]["task"]["status"]["state"],
+        "TASK_STATE_CANCELED"
+    );
+    let id = c.send("CancelTask", json!({ "task_id": task_id })).await;
+    let e = c.expect_op("Error").await;
+    assert_error(&e, Some(&id), "TASK_NOT_CANCELABLE");
+
+    // Tasks of other sessions do not exist here, and messages cannot name them.
+    let other = shell(&s).await;
+    let mut elsewhere = text_message("true");
+    elsewhere["message"]["contextId"] = json!(other);
+    let id = c.send("SendMessage", elsewhere).await;
+    assert_error(&c.expect_op("Error").await, Some(&id), "PERMISSION_DENIED");
+}
+
+#[tokio::test]
+async fn binding_scenario_13_trace_ids_from_the_first_frame_appear_on_every_task_event() {
+    let s = TestServer::start(&[]).await;
+    let sid = shell(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    c.send_env(
+        "ping",
+        json!({ "client_ts": "2026-11-29T00:00:00Z" }),
+        json!({ "service_parameters": { "trace_id": "trace-13" } }),
+    )
+    .await;
+    c.expect_op("pong").await;
+    c.send("SendStreamingMessage", text_message("echo traced"))
+        .await;
+    c.expect_op("SendStreamingMessage.Accepted").await;
+    let updates = updates_until_terminal(&mut c).await;
+    assert!(updates.len() >= 3);
+    for u in &updates {
+        assert_eq!(u["service_parameters"]["trace_id"], "trace-13", "{u}");
+    }
+    // An update replaces the parameters for what follows.
+    c.send(
+        "UpdateServiceParameters",
+        json!({ "service_parameters": { "trace_id": "trace-14" } }),
+    )
+    .await;
+    c.expect_op("UpdateServiceParameters.Response").await;
+    c.send("SendStreamingMessage", text_message("true")).await;
+    c.expect_op("SendStreamingMessage.Accepted").await;
+    for u in updates_until_terminal(&mut c).await {
+        assert_eq!(u["service_parameters"]["trace_id"], "trace-14");
+    }
 }
 
 #[tokio::test]

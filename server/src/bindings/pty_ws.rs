@@ -1,11 +1,13 @@
 //! The `pty-ws/v1` binding: upgrade checks (subprotocol, bearer, session), then one task
 //! per connection that maps frames to session commands and session frames to the socket.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use app::a2a::{StreamResponse, Task};
 use app::wire::{
     self, ClientOp, DecodeError, Envelope, ErrorCode, JoinSession, Pong, Role, SUBPROTOCOL_BINARY,
-    SUBPROTOCOL_JSON,
+    SUBPROTOCOL_JSON, TaskOp,
 };
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
@@ -18,10 +20,13 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
+use crate::a2a::A2aError;
+use crate::a2a::service::TaskStream;
+
 use crate::auth::{self, Principal, Scope};
-use crate::card::PTY_WS_OPERATIONS;
 use crate::clock;
 use crate::http::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
 use crate::sessions::{
@@ -138,7 +143,16 @@ struct Connection {
     seen_first_frame: bool,
     member: Option<Membership>,
     span: tracing::Span,
+    /// Answers and updates of A2A operations, which run beside the connection loop.
+    task_frames: mpsc::Sender<String>,
+    task_frames_rx: mpsc::Receiver<String>,
+    /// Task streams this connection follows, by task id (or request id for a send); they
+    /// stop when removed or when the connection ends.
+    follows: HashMap<String, AbortOnDropHandle<()>>,
 }
+
+/// Task frames waiting for the socket before a stream follower waits too.
+const TASK_FRAME_QUEUE: usize = 256;
 
 impl Connection {
     fn new(state: AppState, principal: Principal, session_id: String) -> Connection {
@@ -147,6 +161,7 @@ impl Connection {
             scope = %principal.scope, client_id = tracing::field::Empty,
             trace_id = tracing::field::Empty,
         );
+        let (task_frames, task_frames_rx) = mpsc::channel(TASK_FRAME_QUEUE);
         Connection {
             state,
             principal,
@@ -155,6 +170,9 @@ impl Connection {
             seen_first_frame: false,
             member: None,
             span,
+            task_frames,
+            task_frames_rx,
+            follows: HashMap::new(),
         }
     }
 
@@ -191,7 +209,7 @@ impl Connection {
             json!({
                 "binding_uri": wire::BINDING_URI,
                 "binding_version": wire::BINDING_VERSION,
-                "supported_operations": PTY_WS_OPERATIONS,
+                "supported_operations": wire::CORE_OPERATIONS,
                 "activated_extensions": [],
                 "session": { "session_id": self.session_id, "current_sequence": current },
                 "session_host": {
@@ -233,6 +251,11 @@ impl Connection {
                     };
                     self.goodbye(sink, reason).await;
                     return;
+                }
+                Some(frame) = self.task_frames_rx.recv() => {
+                    if self.send(sink, frame).await.is_err() {
+                        return;
+                    }
                 }
                 msg = stream.next() => match msg {
                     Some(Ok(Message::Text(text))) => {
@@ -352,6 +375,10 @@ impl Connection {
         }
         let id = env.id.clone();
         let result = match op {
+            ClientOp::Task(op) => {
+                self.task_op(env.id, op);
+                return Flow::Continue;
+            }
             ClientOp::Join(join) => return self.join(sink, env, join).await,
             ClientOp::Leave => return self.leave(sink).await,
             ClientOp::Ping(ping) => {
@@ -415,6 +442,34 @@ impl Connection {
                 self.refuse(sink, Some(id), refusal.code, &refusal.message)
                     .await
             }
+        }
+    }
+
+    /// Runs an A2A operation beside the connection loop (a blocking SendMessage must not
+    /// hold up the terminal); its answer, and a stream's updates, come back as frames.
+    fn task_op(&mut self, request_id: String, op: TaskOp) {
+        let ctx = TaskContext {
+            state: self.state.clone(),
+            principal: self.principal.clone(),
+            session_id: self.session_id.clone(),
+            service_parameters: self.service_parameters.clone(),
+            frames: self.task_frames.clone(),
+            request_id: request_id.clone(),
+        };
+        let follow_key = match &op {
+            TaskOp::Unsubscribe(r) => {
+                self.follows.remove(&r.task_id);
+                let frame = server_frame("Unsubscribe.Response", Some(request_id), None, json!({}));
+                let _ = self.task_frames.try_send(frame);
+                return;
+            }
+            TaskOp::SubscribeToTask(r) => Some(r.task_id.clone()),
+            TaskOp::SendStreamingMessage(_) => Some(request_id),
+            _ => None,
+        };
+        let work = tokio::spawn(ctx.run(op).instrument(self.span.clone()));
+        if let Some(key) = follow_key {
+            self.follows.insert(key, AbortOnDropHandle::new(work));
         }
     }
 
@@ -650,6 +705,205 @@ impl Connection {
         let _ = tokio::time::timeout(Duration::from_secs(2), close(sink, 1000, "left")).await;
         Flow::Stop
     }
+}
+
+/// What an A2A operation on this connection needs, apart from the connection.
+struct TaskContext {
+    state: AppState,
+    principal: Principal,
+    session_id: String,
+    service_parameters: Map<String, Value>,
+    frames: mpsc::Sender<String>,
+    request_id: String,
+}
+
+impl TaskContext {
+    async fn run(self, op: TaskOp) {
+        let tasks = &self.state.tasks;
+        let answer = match op {
+            TaskOp::SendMessage(mut req) => match self.bind(&mut req.message) {
+                Ok(()) => tasks
+                    .send(&self.principal, req)
+                    .await
+                    .map(|t| ("SendMessage.Response", json!({ "task": t }))),
+                Err(e) => Err(e),
+            },
+            TaskOp::GetTask(r) => self
+                .task(&r.task_id, r.history_length)
+                .await
+                .map(|t| ("GetTask.Response", json!({ "task": t }))),
+            TaskOp::CancelTask(r) => match self.task(&r.task_id, None).await {
+                Ok(_) => tasks
+                    .cancel(&self.principal, &r.task_id)
+                    .await
+                    .map(|t| ("CancelTask.Response", json!({ "task": t }))),
+                Err(e) => Err(e),
+            },
+            TaskOp::ListTasks(p) => {
+                let mut req = p.filter.unwrap_or_default();
+                req.context_id = Some(self.session_id.clone());
+                req.page_size = p.page_size.or(req.page_size);
+                req.page_token = p.page_token.or(req.page_token);
+                tasks.list(&self.principal, req).await.map(|page| {
+                    let body =
+                        json!({ "tasks": page.tasks, "next_page_token": page.next_page_token });
+                    ("ListTasks.Response", body)
+                })
+            }
+            TaskOp::SendStreamingMessage(mut req) => {
+                let started = match self.bind(&mut req.message) {
+                    Ok(()) => tasks.send_stream(&self.principal, req).await,
+                    Err(e) => Err(e),
+                };
+                return self.follow(started, "SendStreamingMessage.Accepted").await;
+            }
+            TaskOp::SubscribeToTask(r) => {
+                let started = match self.task(&r.task_id, None).await {
+                    Ok(_) => tasks.subscribe(&self.principal, &r.task_id).await,
+                    Err(e) => Err(e),
+                };
+                return self.follow(started, "SubscribeToTask.Accepted").await;
+            }
+            TaskOp::Unsubscribe(_) => return,
+        };
+        let frame = match answer {
+            Ok((op, payload)) => server_frame(op, Some(self.request_id.clone()), None, payload),
+            Err(e) => a2a_error_frame(&self.request_id, &e),
+        };
+        let _ = self.frames.send(frame).await;
+    }
+
+    /// A message on this connection belongs to its session: no contextId means this one,
+    /// another one is refused.
+    fn bind(&self, message: &mut app::a2a::Message) -> Result<(), A2aError> {
+        match &message.context_id {
+            Some(c) if *c != self.session_id => Err(A2aError::PermissionDenied(
+                "this connection is bound to another session".into(),
+            )),
+            _ => {
+                message.context_id = Some(self.session_id.clone());
+                Ok(())
+            }
+        }
+    }
+
+    /// A task of this connection's session; any other is "not found".
+    async fn task(&self, id: &str, history_length: Option<u32>) -> Result<Task, A2aError> {
+        let task = self
+            .state
+            .tasks
+            .get(&self.principal, id, history_length)
+            .await?;
+        if task.context_id != self.session_id {
+            return Err(A2aError::TaskNotFound(id.to_owned()));
+        }
+        Ok(task)
+    }
+
+    /// Acknowledges a stream, then forwards each update as a `TaskStatusUpdate` frame
+    /// carrying the task as it now is, the event, and the connection's service parameters.
+    async fn follow(&self, started: Result<TaskStream, A2aError>, accepted: &str) {
+        let stream = match started {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = self
+                    .frames
+                    .send(a2a_error_frame(&self.request_id, &e))
+                    .await;
+                return;
+            }
+        };
+        let ack = if accepted == "SubscribeToTask.Accepted" {
+            let current = self
+                .state
+                .sessions
+                .live(&self.session_id)
+                .map_or(0, |h| h.current_sequence());
+            json!({ "current_sequence": current })
+        } else {
+            json!({ "task_id": stream.first.id })
+        };
+        if self
+            .frames
+            .send(server_frame(
+                accepted,
+                Some(self.request_id.clone()),
+                None,
+                ack,
+            ))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let mut task = stream.first.clone();
+        let mut events = std::pin::pin!(stream.into_events());
+        while let Some(event) = events.next().await {
+            let frame = match event {
+                Ok(event) => {
+                    apply(&mut task, &event);
+                    let mut env = Envelope {
+                        op: "TaskStatusUpdate".into(),
+                        id: uuid::Uuid::now_v7().to_string(),
+                        ts: clock::now_rfc3339(),
+                        sequence: None,
+                        replay_from: None,
+                        service_parameters: Some(self.service_parameters.clone())
+                            .filter(|p| !p.is_empty()),
+                        extensions: None,
+                        payload: json!({ "task": task, "delta": event }),
+                    };
+                    env.payload["task_id"] = json!(task.id);
+                    serde_json::to_string(&env).unwrap_or_default()
+                }
+                Err(e) => a2a_error_frame(&self.request_id, &e),
+            };
+            if self.frames.send(frame).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Keeps a stream's task current: its status, and the artifact chunks appended.
+fn apply(task: &mut Task, event: &StreamResponse) {
+    match event {
+        StreamResponse::Task(t) => *task = t.clone(),
+        StreamResponse::StatusUpdate(u) => task.status = u.status.clone(),
+        StreamResponse::ArtifactUpdate(u) => {
+            let artifacts = task.artifacts.get_or_insert_with(Vec::new);
+            match artifacts
+                .iter_mut()
+                .find(|a| a.artifact_id == u.artifact.artifact_id)
+            {
+                Some(a) if u.append => a.parts.extend(u.artifact.parts.iter().cloned()),
+                Some(a) => *a = u.artifact.clone(),
+                None => artifacts.push(u.artifact.clone()),
+            }
+        }
+        StreamResponse::Message(_) => {}
+    }
+}
+
+/// An A2A error as a binding `Error` frame: the binding code, and the canonical error
+/// (google.rpc.Status with its ErrorInfo) in `a2a_error`.
+fn a2a_error_frame(request_id: &str, e: &A2aError) -> String {
+    let code = match e {
+        A2aError::TaskNotFound(_) => ErrorCode::TaskNotFound,
+        A2aError::TaskNotCancelable(_) => ErrorCode::TaskNotCancelable,
+        A2aError::InvalidRequest(_) | A2aError::InvalidParams(_) => ErrorCode::InvalidRequest,
+        A2aError::Unauthenticated(_) => ErrorCode::Unauthenticated,
+        A2aError::PermissionDenied(_) => ErrorCode::PermissionDenied,
+        A2aError::StreamLagged(_) | A2aError::Internal => ErrorCode::Internal,
+        A2aError::UnsupportedOperation(_)
+        | A2aError::PushNotificationNotSupported
+        | A2aError::MethodNotFound(_)
+        | A2aError::VersionNotSupported(_)
+        | A2aError::ContentTypeNotSupported(_) => ErrorCode::UnsupportedOperation,
+    };
+    let mut payload = wire::error_payload(code, &e.to_string());
+    payload["a2a_error"] = e.status_body()["error"].clone();
+    server_frame("Error", Some(request_id.to_owned()), None, payload)
 }
 
 async fn next_outbound(member: &mut Option<Membership>) -> Option<Outbound> {
