@@ -11,6 +11,9 @@ import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
@@ -114,3 +117,25 @@ def test_streaming_delivers_the_task_then_updates_until_it_completes(server, bin
         assert streamed == "one\r\ntwo\r\n"
         assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     run(server, binding, body, streaming=True)
+
+
+def test_the_sdk_0_3_compat_transport_drives_the_0_3_surface(server):
+    """A card listing only the 0.3 JSON-RPC interface makes the SDK speak 0.3 shapes."""
+    async def go():
+        card = AgentCard(
+            name="ptyhost", description="0.3 view", version="1",
+            capabilities=AgentCapabilities(streaming=False),
+            supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=f"{server}/jsonrpc")],
+        )
+        http = httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+        client = await create_client(card, client_config=ClientConfig(supported_protocol_bindings=["JSONRPC"], httpx_client=http, streaming=False))
+        try:
+            task = await send(client, "echo via-0.3")
+            assert task.status.state == TaskState.TASK_STATE_COMPLETED
+            assert task.artifacts[0].parts[0].text == "via-0.3\r\n"
+            again = await client.get_task(GetTaskRequest(id=task.id))
+            assert again.id == task.id
+        finally:
+            await client.close()
+            await http.aclose()
+    asyncio.run(go())

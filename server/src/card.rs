@@ -55,6 +55,11 @@ pub fn v1_card(state: &AppState) -> Value {
                 "protocolBinding": wire::BINDING_URI,
                 "protocolVersion": "1.0",
             },
+            {
+                "url": format!("{}/jsonrpc", state.base_url()),
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "0.3",
+            },
         ],
         "provider": { "organization": "ptyhost", "url": state.public_url },
         "capabilities": {
@@ -113,13 +118,17 @@ pub async fn superset(State(state): State<AppState>) -> Response {
             "notes": "Interactive PTY attach (subprotocol pty-ws.v1, bearer in Authorization or a bearer.<base64url> subprotocol entry). ListTasks would be scoped to the attached session.",
         }],
         "protocolVersion": "0.3.0",
-        "url": state.attach_url("{session_id}"),
-        "preferredTransport": wire::BINDING_URI,
-        "additionalInterfaces": [],
+        "url": format!("{}/jsonrpc", state.base_url()),
+        "preferredTransport": "JSONRPC",
+        "additionalInterfaces": [{ "url": format!("{}/jsonrpc", state.base_url()), "transport": "JSONRPC" }],
+        "supportsAuthenticatedExtendedCard": false,
         "security": [{ "bearer": [] }],
     });
     if let (Some(card), Value::Object(extra)) = (card.as_object_mut(), extra) {
         card.extend(extra);
     }
+    // 0.3 readers take OpenAPI-style schemes; 1.0 readers take the oneof key beside them.
+    card["securitySchemes"]["bearer"]["type"] = json!("http");
+    card["securitySchemes"]["bearer"]["scheme"] = json!("bearer");
     with_cache(card)
 }

@@ -205,3 +205,148 @@ async fn jsonrpc_errors_carry_their_codes_and_error_info() {
         assert_rpc_error(&v, -32001, Some("TASK_NOT_FOUND"));
     }
 }
+
+/// A headerless (0.3) JSON-RPC call.
+async fn rpc03(s: &TestServer, method: &str, params: Value) -> Value {
+    let body =
+        json!({ "jsonrpc": "2.0", "id": "old", "method": method, "params": params }).to_string();
+    let (status, v) = rpc_at(s, "/jsonrpc", ADMIN, None, body).await;
+    assert_eq!(status, 200, "{v}");
+    v
+}
+
+fn message03(text: &str) -> Value {
+    json!({ "message": { "kind": "message", "messageId": format!("o-{text}"), "role": "user", "parts": [{ "kind": "text", "text": text }] } })
+}
+
+#[tokio::test]
+async fn headerless_0_3_calls_get_0_3_shapes_from_the_same_tasks() {
+    let s = TestServer::start(&[]).await;
+    let sent = rpc03(&s, "message/send", message03("echo legacy")).await;
+    let task = &sent["result"];
+    assert_eq!(
+        (task["kind"].as_str(), task["status"]["state"].as_str()),
+        (Some("task"), Some("completed"))
+    );
+    assert_eq!(
+        task["artifacts"][0]["parts"][0],
+        json!({ "kind": "text", "text": "legacy\r\n" })
+    );
+    assert_eq!(task["history"][0]["role"], "user");
+    let id = task["id"].as_str().unwrap();
+    let got = rpc03(&s, "tasks/get", json!({ "id": id })).await;
+    assert_eq!(got["result"]["id"], id);
+    // The same task through 1.0 has the 1.0 shapes.
+    let v1 = rpc(&s, "GetTask", json!({ "id": id })).await;
+    assert_eq!(v1["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+
+    let mut slow = message03("sleep 100");
+    slow["configuration"] = json!({ "blocking": false });
+    let started = rpc03(&s, "message/send", slow).await;
+    let slow_id = started["result"]["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let canceled = rpc03(&s, "tasks/cancel", json!({ "id": slow_id })).await;
+    assert_eq!(canceled["result"]["status"]["state"], "canceled");
+
+    let (_, streamed) = rpc_at(
+        &s,
+        "/jsonrpc",
+        ADMIN,
+        None,
+        json!({ "jsonrpc": "2.0", "id": 9, "method": "message/stream", "params": message03("echo old-stream") }).to_string(),
+    )
+    .await;
+    assert!(streamed.is_null(), "a stream, not one JSON body");
+    let text = s
+        .http
+        .post(format!("http://{}/jsonrpc", s.addr))
+        .bearer_auth(ADMIN)
+        .header("Content-Type", "application/json")
+        .body(json!({ "jsonrpc": "2.0", "id": 9, "method": "message/stream", "params": message03("echo old-stream") }).to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str::<Value>(d.trim()).unwrap()["result"].clone())
+        .collect();
+    assert_eq!(events[0]["kind"], "task");
+    let last = events.last().unwrap();
+    assert_eq!(
+        (
+            last["kind"].as_str(),
+            last["final"].as_bool(),
+            last["status"]["state"].as_str()
+        ),
+        (Some("status-update"), Some(true), Some("completed"))
+    );
+    assert!(
+        events.iter().any(|e| e["kind"] == "artifact-update"
+            && e["artifact"]["parts"][0]["text"] == "old-stream\r\n")
+    );
+    assert!(
+        events[..events.len() - 1]
+            .iter()
+            .all(|e| e["final"] != true)
+    );
+}
+
+#[tokio::test]
+async fn versions_and_0_3_errors_are_kept_apart() {
+    let s = TestServer::start(&[]).await;
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": { "id": "x" } })
+        .to_string();
+    let (_, v) = rpc_at(&s, "/jsonrpc", ADMIN, Some("1.0"), body).await;
+    assert_rpc_error(&v, -32009, Some("VERSION_NOT_SUPPORTED"));
+    assert_rpc_error(
+        &rpc03(&s, "tasks/get", json!({ "id": "x" })).await,
+        -32001,
+        Some("TASK_NOT_FOUND"),
+    );
+    assert_rpc_error(
+        &rpc03(&s, "agent/getAuthenticatedExtendedCard", json!({})).await,
+        -32007,
+        None,
+    );
+    assert_rpc_error(
+        &rpc03(&s, "tasks/pushNotificationConfig/set", json!({})).await,
+        -32003,
+        None,
+    );
+    assert_rpc_error(&rpc03(&s, "message/send", json!({ "message": { "messageId": "m", "role": "ROLE_USER", "parts": [{ "text": "x" }] } })).await, -32602, None);
+    assert_rpc_error(&rpc03(&s, "tasks/list", json!({})).await, -32601, None);
+
+    // One card for both: 1.0 interfaces first, then 0.3, and the 0.3 top-level fields.
+    let card: Value = s
+        .http
+        .get(s.url("/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let versions: Vec<&str> = card["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["protocolVersion"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["1.0", "1.0", "1.0", "0.3"]);
+    assert_eq!(
+        (
+            card["protocolVersion"].as_str(),
+            card["preferredTransport"].as_str()
+        ),
+        (Some("0.3.0"), Some("JSONRPC"))
+    );
+    assert_eq!(
+        card["url"],
+        format!("http://{}/agents/local/jsonrpc", s.addr)
+    );
+    assert_eq!(card["securitySchemes"]["bearer"]["type"], "http");
+}

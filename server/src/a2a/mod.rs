@@ -2,6 +2,7 @@
 //! that every binding calls (`service`).
 
 pub mod service;
+pub mod v03;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -21,6 +22,8 @@ pub enum A2aError {
         "push notifications are not offered by this agent (capabilities.pushNotifications is false)"
     )]
     PushNotificationNotSupported,
+    #[error("this agent has no extended card")]
+    ExtendedCardNotConfigured,
     #[error("{0}")]
     VersionNotSupported(String),
     /// The request is not valid JSON or not the expected shape.
@@ -50,6 +53,7 @@ impl A2aError {
             A2aError::UnsupportedOperation(_) => "UNSUPPORTED_OPERATION",
             A2aError::ContentTypeNotSupported(_) => "CONTENT_TYPE_NOT_SUPPORTED",
             A2aError::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            A2aError::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             A2aError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
             A2aError::InvalidRequest(_) => "INVALID_REQUEST",
             A2aError::InvalidParams(_) => "INVALID_PARAMS",
@@ -67,6 +71,7 @@ impl A2aError {
             A2aError::TaskNotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             A2aError::TaskNotCancelable(_)
             | A2aError::PushNotificationNotSupported
+            | A2aError::ExtendedCardNotConfigured
             | A2aError::UnsupportedOperation(_)
             | A2aError::VersionNotSupported(_) => (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION"),
             A2aError::ContentTypeNotSupported(_)
@@ -87,6 +92,7 @@ impl A2aError {
             A2aError::TaskNotFound(_) => -32001,
             A2aError::TaskNotCancelable(_) => -32002,
             A2aError::PushNotificationNotSupported => -32003,
+            A2aError::ExtendedCardNotConfigured => -32007,
             A2aError::UnsupportedOperation(_) => -32004,
             A2aError::ContentTypeNotSupported(_) => -32005,
             A2aError::VersionNotSupported(_) => -32009,

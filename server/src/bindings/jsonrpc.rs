@@ -9,9 +9,10 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::a2a::A2aError;
 use crate::a2a::service::TaskStream;
+use crate::a2a::{A2aError, v03};
 use crate::auth;
+use crate::auth::Principal;
 use crate::http::{AppState, header_bearer};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
@@ -32,7 +33,7 @@ pub async fn endpoint(
             StatusCode::OK,
             &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
         ),
-        Ok(Reply::Stream(stream)) => sse(id, *stream),
+        Ok(Reply::Stream(stream, version)) => sse(id, *stream, version),
         Err(e) => {
             let status = match e {
                 A2aError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
@@ -43,19 +44,31 @@ pub async fn endpoint(
     }
 }
 
-/// A method's answer: one result, or a stream of them.
+/// A method's answer: one result, or a stream of them in a protocol version's shapes.
 enum Reply {
     Value(Value),
-    Stream(Box<TaskStream>),
+    Stream(Box<TaskStream>, Version),
+}
+
+#[derive(Clone, Copy)]
+enum Version {
+    V1,
+    V03,
 }
 
 /// Each event as a full JSON-RPC response in `data:`; a failure after the first event as
 /// `event: error` with a JSON-RPC error response.
-fn sse(id: Value, stream: TaskStream) -> Response {
+fn sse(id: Value, stream: TaskStream, version: Version) -> Response {
     let events = stream.into_events().map(move |item| {
         Ok::<_, std::convert::Infallible>(match item {
-            Ok(event) => Event::default()
-                .data(json!({ "jsonrpc": "2.0", "id": id, "result": event }).to_string()),
+            Ok(event) => {
+                let result = match version {
+                    Version::V1 => json!(event),
+                    Version::V03 => v03::event(&event),
+                };
+                Event::default()
+                    .data(json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string())
+            }
             Err(e) => Event::default()
                 .event("error")
                 .data(error_object(&id, &e).to_string()),
@@ -83,19 +96,26 @@ async fn handle(
     let Some(method) = request.get("method").and_then(Value::as_str) else {
         return Err(A2aError::InvalidRequest("method must be a string".into()));
     };
-    if method.contains('/') {
-        return Err(A2aError::MethodNotFound(format!(
-            "{method} is an A2A 0.3 method; this endpoint serves A2A 1.0 methods only for now"
-        )));
-    }
     let version = headers
         .get("a2a-version")
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .unwrap_or("");
-    if !(version == "1" || version.starts_with("1.")) {
+    // 0.3 methods have slashes and no (or a 0.x) A2A-Version; 1.0 methods need 1.x.
+    let legacy = method.contains('/');
+    let fits = if legacy {
+        version.is_empty() || version.starts_with("0.")
+    } else {
+        version == "1" || version.starts_with("1.")
+    };
+    if !fits {
+        let wanted = if legacy {
+            "no A2A-Version (or 0.3)"
+        } else {
+            "A2A-Version: 1.0"
+        };
         return Err(A2aError::VersionNotSupported(format!(
-            "{method} is an A2A 1.0 method: send A2A-Version: 1.0"
+            "{method} needs {wanted}"
         )));
     }
     if crate::http::refuse_query_token(query).is_err() {
@@ -108,6 +128,9 @@ async fn handle(
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
     let params = request.get("params").cloned().unwrap_or(json!({}));
     let tasks = &state.tasks;
+    if legacy {
+        return v03_method(state, &who, method, params).await;
+    }
     Ok(Reply::Value(match method {
         "SendMessage" => {
             let task = tasks
@@ -136,11 +159,17 @@ async fn handle(
         }
         "SendStreamingMessage" => {
             let req = parse::<SendMessageRequest>(method, params)?;
-            return Ok(Reply::Stream(Box::new(tasks.send_stream(&who, req).await?)));
+            return Ok(Reply::Stream(
+                Box::new(tasks.send_stream(&who, req).await?),
+                Version::V1,
+            ));
         }
         "SubscribeToTask" => {
             let p = parse::<TaskIdRequest>(method, params)?;
-            return Ok(Reply::Stream(Box::new(tasks.subscribe(&who, &p.id).await?)));
+            return Ok(Reply::Stream(
+                Box::new(tasks.subscribe(&who, &p.id).await?),
+                Version::V1,
+            ));
         }
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
@@ -151,6 +180,41 @@ async fn handle(
                 "this agent has no extended card (capabilities.extendedAgentCard is false)".into(),
             ));
         }
+        other => return Err(A2aError::MethodNotFound(format!("no method {other:?}"))),
+    }))
+}
+
+/// The A2A 0.3 methods: the same service, 0.3 shapes in and out (results unwrapped).
+async fn v03_method(
+    state: &AppState,
+    who: &Principal,
+    method: &str,
+    params: Value,
+) -> Result<Reply, A2aError> {
+    let tasks = &state.tasks;
+    Ok(Reply::Value(match method {
+        "message/send" => v03::task(&tasks.send(who, v03::send_params(&params)?).await?),
+        "message/stream" => {
+            let stream = tasks.send_stream(who, v03::send_params(&params)?).await?;
+            return Ok(Reply::Stream(Box::new(stream), Version::V03));
+        }
+        "tasks/get" => {
+            let p = parse::<TaskIdRequest>(method, params)?;
+            v03::task(&tasks.get(who, &p.id, p.history_length).await?)
+        }
+        "tasks/cancel" => {
+            let p = parse::<TaskIdRequest>(method, params)?;
+            v03::task(&tasks.cancel(who, &p.id).await?)
+        }
+        "tasks/resubscribe" => {
+            let p = parse::<TaskIdRequest>(method, params)?;
+            let stream = tasks.subscribe(who, &p.id).await?;
+            return Ok(Reply::Stream(Box::new(stream), Version::V03));
+        }
+        m if m.starts_with("tasks/pushNotificationConfig/") => {
+            return Err(A2aError::PushNotificationNotSupported);
+        }
+        "agent/getAuthenticatedExtendedCard" => return Err(A2aError::ExtendedCardNotConfigured),
         other => return Err(A2aError::MethodNotFound(format!("no method {other:?}"))),
     }))
 }

@@ -897,6 +897,7 @@ fn a2a_error_frame(request_id: &str, e: &A2aError) -> String {
         A2aError::StreamLagged(_) | A2aError::Internal => ErrorCode::Internal,
         A2aError::UnsupportedOperation(_)
         | A2aError::PushNotificationNotSupported
+        | A2aError::ExtendedCardNotConfigured
         | A2aError::MethodNotFound(_)
         | A2aError::VersionNotSupported(_)
         | A2aError::ContentTypeNotSupported(_) => ErrorCode::UnsupportedOperation,

@@ -1,0 +1,289 @@
+//! The A2A 0.3 JSON shapes at the edge: `kind`-discriminated objects, lowercase roles and
+//! kebab-case states, `file` / `data` parts, unwrapped results and `final` on status
+//! updates. Converted to and from the one normalized model.
+
+use app::a2a::{
+    Artifact, Content, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
+    StreamResponse, Task, TaskState, TaskStatus,
+};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Map, Value, json};
+
+use super::A2aError;
+
+pub fn state(s: TaskState) -> &'static str {
+    match s {
+        TaskState::Submitted => "submitted",
+        TaskState::Working => "working",
+        TaskState::Completed => "completed",
+        TaskState::Failed => "failed",
+        TaskState::Canceled => "canceled",
+        TaskState::Rejected => "rejected",
+        TaskState::InputRequired => "input-required",
+        TaskState::AuthRequired => "auth-required",
+    }
+}
+
+fn role(r: Role) -> &'static str {
+    match r {
+        Role::User => "user",
+        Role::Agent => "agent",
+    }
+}
+
+fn part(p: &Part) -> Value {
+    let mut v = match &p.content {
+        Content::Text(t) => json!({ "kind": "text", "text": t }),
+        Content::Data(d) => json!({ "kind": "data", "data": d }),
+        Content::Raw(b) => json!({ "kind": "file", "file": { "bytes": STANDARD.encode(b) } }),
+        Content::Url(u) => json!({ "kind": "file", "file": { "uri": u } }),
+    };
+    if let Some(file) = v.get_mut("file") {
+        if let Some(m) = &p.media_type {
+            file["mimeType"] = json!(m);
+        }
+        if let Some(n) = &p.filename {
+            file["name"] = json!(n);
+        }
+    }
+    if let Some(m) = &p.metadata {
+        v["metadata"] = json!(m);
+    }
+    v
+}
+
+pub fn message(m: &Message) -> Value {
+    let mut v = json!({
+        "kind": "message",
+        "messageId": m.message_id,
+        "role": role(m.role),
+        "parts": m.parts.iter().map(part).collect::<Vec<_>>(),
+    });
+    for (key, value) in [("contextId", &m.context_id), ("taskId", &m.task_id)] {
+        if let Some(x) = value {
+            v[key] = json!(x);
+        }
+    }
+    if let Some(meta) = &m.metadata {
+        v["metadata"] = json!(meta);
+    }
+    v
+}
+
+fn status(s: &TaskStatus) -> Value {
+    let mut v = json!({ "state": state(s.state) });
+    if let Some(m) = &s.message {
+        v["message"] = message(m);
+    }
+    if let Some(t) = &s.timestamp {
+        v["timestamp"] = json!(t);
+    }
+    v
+}
+
+fn artifact(a: &Artifact) -> Value {
+    let mut v = json!({ "artifactId": a.artifact_id, "parts": a.parts.iter().map(part).collect::<Vec<_>>() });
+    for (key, value) in [("name", &a.name), ("description", &a.description)] {
+        if let Some(x) = value {
+            v[key] = json!(x);
+        }
+    }
+    v
+}
+
+pub fn task(t: &Task) -> Value {
+    let mut v = json!({
+        "kind": "task",
+        "id": t.id,
+        "contextId": t.context_id,
+        "status": status(&t.status),
+        "history": t.history.iter().map(message).collect::<Vec<_>>(),
+    });
+    if let Some(a) = &t.artifacts {
+        v["artifacts"] = json!(a.iter().map(artifact).collect::<Vec<_>>());
+    }
+    if let Some(m) = &t.metadata {
+        v["metadata"] = json!(m);
+    }
+    v
+}
+
+/// A stream event; status updates say whether they are the last (`final`).
+pub fn event(e: &StreamResponse) -> Value {
+    match e {
+        StreamResponse::Task(t) => task(t),
+        StreamResponse::Message(m) => message(m),
+        StreamResponse::StatusUpdate(u) => json!({
+            "kind": "status-update",
+            "taskId": u.task_id,
+            "contextId": u.context_id,
+            "status": status(&u.status),
+            "final": u.status.state.is_terminal() || u.status.state.is_interrupted(),
+        }),
+        StreamResponse::ArtifactUpdate(u) => json!({
+            "kind": "artifact-update",
+            "taskId": u.task_id,
+            "contextId": u.context_id,
+            "artifact": artifact(&u.artifact),
+            "append": u.append,
+            "lastChunk": u.last_chunk,
+        }),
+    }
+}
+
+fn invalid(m: impl Into<String>) -> A2aError {
+    A2aError::InvalidParams(m.into())
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn part_in(v: &Value) -> Result<Part, A2aError> {
+    let content = match str_field(v, "kind") {
+        Some("text") => Content::Text(
+            str_field(v, "text")
+                .ok_or_else(|| invalid("a text part needs text"))?
+                .to_owned(),
+        ),
+        Some("data") => Content::Data(
+            v.get("data")
+                .cloned()
+                .ok_or_else(|| invalid("a data part needs data"))?,
+        ),
+        Some("file") => {
+            let file = v
+                .get("file")
+                .ok_or_else(|| invalid("a file part needs file"))?;
+            match (str_field(file, "bytes"), str_field(file, "uri")) {
+                (Some(b), None) => Content::Raw(
+                    STANDARD
+                        .decode(b)
+                        .map_err(|e| invalid(format!("file.bytes is not base64: {e}")))?,
+                ),
+                (None, Some(u)) => Content::Url(u.to_owned()),
+                _ => return Err(invalid("a file part needs exactly one of bytes and uri")),
+            }
+        }
+        other => return Err(invalid(format!("unknown part kind {other:?}"))),
+    };
+    let file = v.get("file");
+    Ok(Part {
+        content,
+        media_type: file
+            .and_then(|f| str_field(f, "mimeType"))
+            .map(str::to_owned),
+        filename: file.and_then(|f| str_field(f, "name")).map(str::to_owned),
+        metadata: v.get("metadata").and_then(Value::as_object).cloned(),
+    })
+}
+
+fn message_in(v: &Value) -> Result<Message, A2aError> {
+    let role = match str_field(v, "role") {
+        Some("user") => Role::User,
+        Some("agent") => Role::Agent,
+        other => return Err(invalid(format!("role {other:?} is not user or agent"))),
+    };
+    let parts = v
+        .get("parts")
+        .and_then(Value::as_array)
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| invalid("a message needs at least one part"))?
+        .iter()
+        .map(part_in)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Message {
+        message_id: str_field(v, "messageId")
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| invalid("messageId is required"))?
+            .to_owned(),
+        context_id: str_field(v, "contextId").map(str::to_owned),
+        task_id: str_field(v, "taskId").map(str::to_owned),
+        role,
+        parts,
+        metadata: v.get("metadata").and_then(Value::as_object).cloned(),
+        extensions: Vec::new(),
+        reference_task_ids: Vec::new(),
+    })
+}
+
+/// MessageSendParams → the normalized request (`blocking` is the inverse of
+/// `returnImmediately`; 0.3 blocks by default too).
+pub fn send_params(v: &Value) -> Result<SendMessageRequest, A2aError> {
+    let message = message_in(
+        v.get("message")
+            .ok_or_else(|| invalid("params.message is required"))?,
+    )?;
+    let config = v
+        .get("configuration")
+        .cloned()
+        .unwrap_or(Value::Object(Map::new()));
+    Ok(SendMessageRequest {
+        tenant: None,
+        message,
+        configuration: Some(SendMessageConfiguration {
+            accepted_output_modes: Vec::new(),
+            history_length: config
+                .get("historyLength")
+                .and_then(Value::as_u64)
+                .map(|n| n as u32),
+            return_immediately: config.get("blocking").and_then(Value::as_bool) == Some(false),
+        }),
+        metadata: v.get("metadata").and_then(Value::as_object).cloned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_and_parts_translate_both_ways() {
+        let req = send_params(&json!({
+            "message": { "kind": "message", "messageId": "m", "role": "user", "parts": [
+                { "kind": "text", "text": "ls" },
+                { "kind": "file", "file": { "bytes": "aGk=", "mimeType": "text/plain", "name": "a.txt" } },
+                { "kind": "data", "data": { "argv": ["ls"] } }
+            ] },
+            "configuration": { "blocking": false, "historyLength": 2 }
+        }))
+        .unwrap();
+        let config = req.configuration.clone().unwrap();
+        assert!(config.return_immediately);
+        assert_eq!(config.history_length, Some(2));
+        assert_eq!(req.message.parts[1].content, Content::Raw(b"hi".to_vec()));
+        let back = message(&req.message);
+        assert_eq!(back["role"], "user");
+        assert_eq!(back["parts"][1]["file"]["name"], "a.txt");
+        for bad in [
+            json!({ "message": { "messageId": "m", "role": "ROLE_USER", "parts": [{ "kind": "text", "text": "x" }] } }),
+            json!({ "message": { "messageId": "m", "role": "user", "parts": [{ "text": "x" }] } }),
+            json!({ "message": { "messageId": "m", "role": "user", "parts": [] } }),
+        ] {
+            assert!(send_params(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn states_are_kebab_case_and_status_updates_say_final() {
+        assert_eq!(state(TaskState::InputRequired), "input-required");
+        assert_eq!(state(TaskState::Canceled), "canceled");
+        let e = event(&StreamResponse::StatusUpdate(
+            app::a2a::TaskStatusUpdateEvent {
+                task_id: "t".into(),
+                context_id: "c".into(),
+                status: TaskStatus {
+                    state: TaskState::Completed,
+                    message: None,
+                    timestamp: None,
+                },
+                metadata: None,
+            },
+        ));
+        assert_eq!(
+            (e["kind"].as_str(), e["final"].as_bool()),
+            (Some("status-update"), Some(true))
+        );
+    }
+}
