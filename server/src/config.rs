@@ -82,6 +82,10 @@ pub struct ServeArgs {
     pub max_controllers: usize,
     #[arg(long, env = "PTYHOST_MAX_OBSERVERS", default_value_t = 32)]
     pub max_observers: usize,
+    /// What the agent does with a message: run it in a shell, or play the A2A TCK
+    /// conformance scenarios.
+    #[arg(long, env = "PTYHOST_EXECUTOR", value_enum, default_value = "shell")]
+    pub executor: crate::executor::Executor,
     /// The built UI assets (default: LEPTOS_SITE_ROOT, else target/site).
     #[arg(long, env = "PTYHOST_SITE_ROOT")]
     pub site_root: Option<PathBuf>,

@@ -8,6 +8,7 @@ pub mod bindings;
 pub mod card;
 pub mod clock;
 pub mod config;
+pub mod executor;
 pub mod http;
 pub mod sessions;
 pub mod store;
@@ -46,7 +47,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .context("writing the shell-integration rc file")?;
     let sessions = Sessions::new(store.clone(), settings, args.instance_id.clone());
     sessions.recover().await?;
-    let tasks = a2a::service::TaskService::new(store.clone(), sessions.clone());
+    let tasks = a2a::service::TaskService::new(store.clone(), sessions.clone(), args.executor);
     tasks.recover().await?;
     if let Some(token) = &args.bootstrap_token {
         auth::ensure_bootstrap(&store, token).await?;

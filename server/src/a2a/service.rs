@@ -17,6 +17,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use super::A2aError;
 use crate::auth::{Principal, Scope};
 use crate::clock;
+use crate::executor::{self, Executor, Script, Step};
 use crate::sessions::{Command, Sessions, SpecRequest, TaskEvent, TaskRun};
 use crate::store::{Store, TaskFilter};
 
@@ -34,6 +35,7 @@ pub struct TaskService {
 struct Inner {
     store: Store,
     sessions: Sessions,
+    executor: Executor,
     /// Tasks still running in this process: their latest snapshot, and cancel requests.
     live: Mutex<HashMap<String, Live>>,
 }
@@ -66,6 +68,20 @@ impl Feed {
         let _gate = self.gate.lock().unwrap();
         (self.snapshot.borrow().clone(), self.events.subscribe())
     }
+}
+
+/// What SendMessage answers: the task, or (for some conformance scenarios) a message.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Sent {
+    Task(Task),
+    Message(Message),
+}
+
+/// A started send: a task to follow, or a direct answer.
+enum Started {
+    Feed(Arc<Feed>),
+    Message(Message),
 }
 
 /// A task's stream: its snapshot first, then its events until it is terminal or interrupted.
@@ -113,11 +129,12 @@ pub struct ListPage {
 }
 
 impl TaskService {
-    pub fn new(store: Store, sessions: Sessions) -> TaskService {
+    pub fn new(store: Store, sessions: Sessions, executor: Executor) -> TaskService {
         TaskService {
             inner: Arc::new(Inner {
                 store,
                 sessions,
+                executor,
                 live: Mutex::new(HashMap::new()),
             }),
         }
@@ -158,9 +175,12 @@ impl TaskService {
 
     /// SendMessage: starts a task for the message and, unless `returnImmediately`, waits
     /// until it is terminal or interrupted.
-    pub async fn send(&self, who: &Principal, req: SendMessageRequest) -> Result<Task, A2aError> {
+    pub async fn send(&self, who: &Principal, req: SendMessageRequest) -> Result<Sent, A2aError> {
         let config = req.configuration.clone().unwrap_or_default();
-        let feed = self.start(who, req).await?;
+        let feed = match self.start(who, req, false).await? {
+            Started::Feed(feed) => feed,
+            Started::Message(m) => return Ok(Sent::Message(m)),
+        };
         let mut snapshot = feed.snapshot.subscribe();
         if !config.return_immediately {
             let _ = snapshot
@@ -168,7 +188,7 @@ impl TaskService {
                 .await;
         }
         let current = snapshot.borrow().clone();
-        Ok(current.view(config.history_length, true))
+        Ok(Sent::Task(current.view(config.history_length, true)))
     }
 
     /// SendStreamingMessage: starts a task and streams it from its first snapshot.
@@ -177,9 +197,13 @@ impl TaskService {
         who: &Principal,
         req: SendMessageRequest,
     ) -> Result<TaskStream, A2aError> {
-        let feed = self.start(who, req).await?;
-        let (first, events) = feed.subscribe();
-        Ok(TaskStream { first, events })
+        match self.start(who, req, true).await? {
+            Started::Feed(feed) => {
+                let (first, events) = feed.subscribe();
+                Ok(TaskStream { first, events })
+            }
+            Started::Message(_) => Err(A2aError::Internal),
+        }
     }
 
     /// SubscribeToTask: the task now, then its events. A finished task has nothing to follow.
@@ -204,19 +228,176 @@ impl TaskService {
         }
     }
 
-    /// Validates the message, resolves or starts its session, persists the SUBMITTED task,
-    /// and queues its command; returns the task's feed.
-    async fn start(&self, who: &Principal, req: SendMessageRequest) -> Result<Arc<Feed>, A2aError> {
+    /// Validates the message and starts its task with the configured executor.
+    async fn start(
+        &self,
+        who: &Principal,
+        req: SendMessageRequest,
+        streaming: bool,
+    ) -> Result<Started, A2aError> {
         require(who, Scope::Control)?;
-        let mut message = req.message;
+        let message = req.message;
         if message.role != Role::User {
             return Err(A2aError::InvalidParams(
                 "the message role must be ROLE_USER".into(),
             ));
         }
-        if message.task_id.is_some() {
-            return self.answer(who, message).await;
+        match self.inner.executor {
+            Executor::Conformance => self.start_scripted(who, message, streaming).await,
+            Executor::Shell if message.task_id.is_some() => {
+                self.answer(who, message).await.map(Started::Feed)
+            }
+            Executor::Shell => self.start_shell(who, message).await.map(Started::Feed),
         }
+    }
+
+    /// The conformance executor: a scripted scenario chosen by messageId (no session).
+    async fn start_scripted(
+        &self,
+        who: &Principal,
+        mut message: Message,
+        streaming: bool,
+    ) -> Result<Started, A2aError> {
+        let (task, steps) = match message.task_id.clone() {
+            Some(id) => {
+                let mut task = self.get(who, &id, None).await?;
+                if task.status.state != TaskState::InputRequired {
+                    return Err(A2aError::UnsupportedOperation(format!(
+                        "task {id} is {}: only a task that asks for input takes a follow-up",
+                        task.status.state.name()
+                    )));
+                }
+                message.context_id = Some(task.context_id.clone());
+                task.history.push(message);
+                // Working before anyone waits on it: the answer was taken.
+                task.status = status(TaskState::Working, None, None);
+                (task, executor::answered())
+            }
+            None => {
+                let steps = match executor::script(&message.message_id) {
+                    Script::Message(text) if !streaming => {
+                        let mut reply = agent_message(text.to_owned(), None);
+                        reply.context_id = message.context_id.clone();
+                        return Ok(Started::Message(reply));
+                    }
+                    Script::Message(text) => vec![Step::Status(TaskState::Completed, Some(text))],
+                    Script::Task(steps) => steps,
+                };
+                let task_id = uuid::Uuid::now_v7().to_string();
+                let context_id = message
+                    .context_id
+                    .clone()
+                    .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+                message.task_id = Some(task_id.clone());
+                message.context_id = Some(context_id.clone());
+                let task = Task {
+                    id: task_id,
+                    context_id,
+                    status: status(TaskState::Submitted, None, None),
+                    artifacts: Some(Vec::new()),
+                    history: vec![message],
+                    metadata: None,
+                };
+                (task, steps)
+            }
+        };
+        self.persist(&task).await?;
+        let (feed, cancel) = self.track(&task);
+        tokio::spawn(self.clone().play(task, steps, feed.clone(), cancel));
+        Ok(Started::Feed(feed))
+    }
+
+    /// Registers a running task: its feed, and the cancel signal its runner watches.
+    fn track(&self, task: &Task) -> (Arc<Feed>, watch::Receiver<bool>) {
+        let feed = Arc::new(Feed {
+            gate: Mutex::new(()),
+            snapshot: watch::channel(task.clone()).0,
+            events: broadcast::channel(STREAM_BUFFER).0,
+        });
+        let (cancel, cancel_rx) = watch::channel(false);
+        self.inner.live.lock().unwrap().insert(
+            task.id.clone(),
+            Live {
+                feed: feed.clone(),
+                cancel,
+                context_id: task.context_id.clone(),
+            },
+        );
+        (feed, cancel_rx)
+    }
+
+    /// Plays a script's steps; a cancel ends it at once with CANCELED.
+    async fn play(
+        self,
+        mut task: Task,
+        steps: Vec<Step>,
+        feed: Arc<Feed>,
+        mut cancel: watch::Receiver<bool>,
+    ) {
+        for step in steps {
+            if *cancel.borrow() {
+                break;
+            }
+            match step {
+                Step::Status(state, text) => {
+                    task.status = status(state, text.map(str::to_owned), None);
+                    self.announce(&task, &feed).await;
+                }
+                Step::Artifact {
+                    part,
+                    append,
+                    last_chunk,
+                } => {
+                    let chunk = Artifact {
+                        artifact_id: "artifact-1".into(),
+                        name: Some("result".into()),
+                        description: None,
+                        parts: vec![part],
+                        metadata: None,
+                    };
+                    let artifacts = task.artifacts.get_or_insert_with(Vec::new);
+                    match artifacts.first_mut() {
+                        Some(a) if append => a.parts.extend(chunk.parts.iter().cloned()),
+                        _ => *artifacts = vec![chunk.clone()],
+                    }
+                    self.persist_quietly(&task).await;
+                    feed.publish(
+                        &task,
+                        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                            task_id: task.id.clone(),
+                            context_id: task.context_id.clone(),
+                            artifact: chunk,
+                            append,
+                            last_chunk,
+                            metadata: None,
+                        }),
+                    );
+                }
+                Step::Wait(d) => {
+                    let _ = tokio::time::timeout(d, cancel.wait_for(|c| *c)).await;
+                }
+            }
+        }
+        if *cancel.borrow() && !task.status.state.is_terminal() {
+            task.status = status(TaskState::Canceled, Some("canceled".into()), None);
+            self.announce(&task, &feed).await;
+        }
+        self.inner.live.lock().unwrap().remove(&task.id);
+    }
+
+    async fn persist_quietly(&self, task: &Task) {
+        if let Err(e) = self.persist(task).await {
+            tracing::error!(task_id = %task.id, error = %format!("{e:#}"), "persisting a task failed");
+        }
+    }
+
+    /// The shell executor: resolves or starts the session, persists the SUBMITTED task and
+    /// queues its command; returns the task's feed.
+    async fn start_shell(
+        &self,
+        who: &Principal,
+        mut message: Message,
+    ) -> Result<Arc<Feed>, A2aError> {
         let line = command_line(&message)?;
         let handle = match &message.context_id {
             Some(sid) => {
@@ -265,20 +446,7 @@ impl TaskService {
         self.persist(&task).await?;
 
         let (events, events_rx) = mpsc::unbounded_channel();
-        let feed = Arc::new(Feed {
-            gate: Mutex::new(()),
-            snapshot: watch::channel(task.clone()).0,
-            events: broadcast::channel(STREAM_BUFFER).0,
-        });
-        let (cancel, cancel_rx) = watch::channel(false);
-        self.inner.live.lock().unwrap().insert(
-            task_id.clone(),
-            Live {
-                feed: feed.clone(),
-                cancel,
-                context_id: handle.id.clone(),
-            },
-        );
+        let (feed, cancel_rx) = self.track(&task);
         tokio::spawn(self.clone().run(task, events_rx, feed.clone(), cancel_rx));
         let queued = handle
             .ask(|reply| {
@@ -440,9 +608,7 @@ impl TaskService {
 
     /// Persists a transition, then announces it.
     async fn announce(&self, task: &Task, feed: &Feed) {
-        if let Err(e) = self.persist(task).await {
-            tracing::error!(task_id = %task.id, error = %format!("{e:#}"), "persisting a task failed");
-        }
+        self.persist_quietly(task).await;
         feed.publish(
             task,
             StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
@@ -509,7 +675,9 @@ impl TaskService {
         let Some((mut snapshot, context_id)) = live else {
             return Err(A2aError::TaskNotCancelable(id.to_owned()));
         };
-        if let Some(h) = self.inner.sessions.live(&context_id) {
+        if self.inner.executor == Executor::Shell
+            && let Some(h) = self.inner.sessions.live(&context_id)
+        {
             h.tell(Command::CancelTask(id.to_owned())).await;
         }
         let _ = tokio::time::timeout(
@@ -607,23 +775,27 @@ fn require(who: &Principal, needed: Scope) -> Result<(), A2aError> {
     Ok(())
 }
 
+fn agent_message(text: String, exit_code: Option<i32>) -> Message {
+    Message {
+        message_id: uuid::Uuid::now_v7().to_string(),
+        context_id: None,
+        task_id: None,
+        role: Role::Agent,
+        parts: vec![Part::text(text)],
+        metadata: exit_code.map(|c| {
+            let mut m = Map::new();
+            m.insert("exit_code".into(), json!(c));
+            m
+        }),
+        extensions: Vec::new(),
+        reference_task_ids: Vec::new(),
+    }
+}
+
 fn status(state: TaskState, text: Option<String>, exit_code: Option<i32>) -> TaskStatus {
     TaskStatus {
         state,
-        message: text.map(|t| Message {
-            message_id: uuid::Uuid::now_v7().to_string(),
-            context_id: None,
-            task_id: None,
-            role: Role::Agent,
-            parts: vec![Part::text(t)],
-            metadata: exit_code.map(|c| {
-                let mut m = Map::new();
-                m.insert("exit_code".into(), json!(c));
-                m
-            }),
-            extensions: Vec::new(),
-            reference_task_ids: Vec::new(),
-        }),
+        message: text.map(|t| agent_message(t, exit_code)),
         timestamp: Some(clock::now_rfc3339()),
     }
 }

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::a2a::service::Sent;
 use crate::a2a::service::TaskStream;
 use crate::a2a::{A2aError, v03};
 use crate::auth;
@@ -132,12 +133,11 @@ async fn handle(
         return v03_method(state, &who, method, params).await;
     }
     Ok(Reply::Value(match method {
-        "SendMessage" => {
-            let task = tasks
+        "SendMessage" => json!(
+            tasks
                 .send(&who, parse::<SendMessageRequest>(method, params)?)
-                .await?;
-            json!({ "task": task })
-        }
+                .await?
+        ),
         "GetTask" => {
             let p = parse::<TaskIdRequest>(method, params)?;
             json!(tasks.get(&who, &p.id, p.history_length).await?)
@@ -193,7 +193,10 @@ async fn v03_method(
 ) -> Result<Reply, A2aError> {
     let tasks = &state.tasks;
     Ok(Reply::Value(match method {
-        "message/send" => v03::task(&tasks.send(who, v03::send_params(&params)?).await?),
+        "message/send" => match tasks.send(who, v03::send_params(&params)?).await? {
+            Sent::Task(t) => v03::task(&t),
+            Sent::Message(m) => v03::message(&m),
+        },
         "message/stream" => {
             let stream = tasks.send_stream(who, v03::send_params(&params)?).await?;
             return Ok(Reply::Stream(Box::new(stream), Version::V03));

@@ -725,7 +725,7 @@ impl TaskContext {
                 Ok(()) => tasks
                     .send(&self.principal, req)
                     .await
-                    .map(|t| ("SendMessage.Response", json!({ "task": t }))),
+                    .map(|sent| ("SendMessage.Response", json!(sent))),
                 Err(e) => Err(e),
             },
             TaskOp::GetTask(r) => self

@@ -183,8 +183,7 @@ async fn send_message(
 ) -> Response {
     let result = async {
         let (who, req) = sender(&state, &headers, uri.query(), &body).await?;
-        let task = state.tasks.send(&who, req).await?;
-        Ok::<_, A2aError>(json!({ "task": json_value(&task) }))
+        Ok::<_, A2aError>(json_value(&state.tasks.send(&who, req).await?))
     }
     .await;
     answer(media, result)

@@ -1,0 +1,184 @@
+//! `--executor conformance`: the A2A TCK agent scenarios (specs/a2a/tck-sut/*.feature),
+//! each chosen by messageId prefix, through the real server's HTTP+JSON 1.0 binding.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+async fn server() -> TestServer {
+    TestServer::start(&["--executor", "conformance"]).await
+}
+
+async fn post(s: &TestServer, path: &str, body: Value) -> (u16, Value) {
+    let req = s
+        .http
+        .post(format!("http://{}{path}", s.addr))
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "application/json")
+        .body(body.to_string());
+    s.call(req, ADMIN).await
+}
+
+fn message(id: &str) -> Value {
+    json!({ "message": { "messageId": id, "role": "ROLE_USER", "parts": [{ "text": "go" }] } })
+}
+
+async fn send(s: &TestServer, id: &str) -> Value {
+    let (status, body) = post(s, "/message:send", message(id)).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+async fn stream(s: &TestServer, id: &str) -> Vec<Value> {
+    let text = s
+        .http
+        .post(format!("http://{}/message:stream", s.addr))
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "application/json")
+        .body(message(id).to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect()
+}
+
+/// The states and artifact parts of a stream, in order.
+fn steps(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            if let Some(t) = e.get("task") {
+                format!("task {}", t["status"]["state"].as_str().unwrap())
+            } else if let Some(u) = e.get("statusUpdate") {
+                u["status"]["state"].as_str().unwrap().to_owned()
+            } else {
+                let a = &e["artifactUpdate"];
+                format!(
+                    "artifact {} append={} last={}",
+                    a["artifact"]["parts"][0],
+                    a["append"].as_bool().unwrap_or(false),
+                    a["lastChunk"].as_bool().unwrap_or(false)
+                )
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn core_scenarios_complete_reject_ask_and_answer_with_a_message() {
+    let s = server().await;
+    let done = send(&s, "tck-complete-task-1").await;
+    assert_eq!(done["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        done["task"]["status"]["message"]["parts"][0]["text"],
+        "Hello from TCK"
+    );
+
+    let text = send(&s, "tck-artifact-text-1").await;
+    assert_eq!(
+        text["task"]["artifacts"][0]["parts"][0]["text"],
+        "Generated text content"
+    );
+    let file = send(&s, "tck-artifact-file-1").await;
+    let part = &file["task"]["artifacts"][0]["parts"][0];
+    assert_eq!(
+        (part["filename"].as_str(), part["mediaType"].as_str()),
+        (Some("output.txt"), Some("text/plain"))
+    );
+    assert!(part["raw"].is_string());
+    let url = send(&s, "tck-artifact-file-url-1").await;
+    assert_eq!(
+        url["task"]["artifacts"][0]["parts"][0]["url"],
+        "https://example.com/output.txt"
+    );
+    let data = send(&s, "tck-artifact-data-1").await;
+    assert_eq!(
+        data["task"]["artifacts"][0]["parts"][0]["data"],
+        json!({ "key": "value", "count": 42 })
+    );
+
+    let reply = send(&s, "tck-message-response-1").await;
+    assert!(reply.get("task").is_none());
+    assert_eq!(reply["message"]["role"], "ROLE_AGENT");
+    assert_eq!(
+        reply["message"]["parts"][0]["text"],
+        "Direct message response"
+    );
+
+    let rejected = send(&s, "tck-reject-task-1").await;
+    assert_eq!(rejected["task"]["status"]["state"], "TASK_STATE_REJECTED");
+
+    let asked = send(&s, "tck-input-required-1").await;
+    assert_eq!(
+        asked["task"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+    let mut answer = message("follow-up-1");
+    answer["message"]["taskId"] = asked["task"]["id"].clone();
+    let (_, answered) = post(&s, "/message:send", answer).await;
+    assert_eq!(answered["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(answered["task"]["history"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn streaming_scenarios_stream_their_steps_in_order() {
+    let s = server().await;
+    let lifecycle = steps(&stream(&s, "tck-stream-001").await);
+    assert_eq!(
+        lifecycle,
+        [
+            "task TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            r#"artifact {"text":"Stream hello from TCK"} append=false last=true"#,
+            "TASK_STATE_COMPLETED"
+        ]
+    );
+    assert_eq!(
+        steps(&stream(&s, "tck-stream-002").await),
+        ["task TASK_STATE_SUBMITTED", "TASK_STATE_COMPLETED"]
+    );
+    let chunked = steps(&stream(&s, "tck-stream-artifact-chunked").await);
+    assert_eq!(
+        chunked[2..4],
+        [
+            r#"artifact {"text":"chunk-1 "} append=false last=false"#.to_owned(),
+            r#"artifact {"text":"chunk-2"} append=true last=true"#.to_owned()
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_long_running_scenario_can_be_resubscribed_and_canceled() {
+    let s = server().await;
+    let mut req = message("test-resubscribe-message-id-1");
+    req["configuration"] = json!({ "returnImmediately": true });
+    let (_, started) = post(&s, "/message:send", req.clone()).await;
+    let id = started["task"]["id"].as_str().unwrap().to_owned();
+    let events = s
+        .http
+        .get(format!("http://{}/tasks/{id}:subscribe", s.addr))
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(events.contains("TASK_STATE_COMPLETED"));
+
+    req["message"]["messageId"] = json!("test-resubscribe-message-id-2");
+    let (_, second) = post(&s, "/message:send", req).await;
+    let id = second["task"]["id"].as_str().unwrap();
+    let (status, canceled) = post(&s, &format!("/tasks/{id}:cancel"), json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+}
