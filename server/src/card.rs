@@ -60,6 +60,11 @@ pub fn v1_card(state: &AppState) -> Value {
                 "protocolBinding": "JSONRPC",
                 "protocolVersion": "0.3",
             },
+            {
+                "url": state.base_url(),
+                "protocolBinding": "HTTP+JSON",
+                "protocolVersion": "0.3",
+            },
         ],
         "provider": { "organization": "ptyhost", "url": state.public_url },
         "capabilities": {
@@ -120,7 +125,10 @@ pub async fn superset(State(state): State<AppState>) -> Response {
         "protocolVersion": "0.3.0",
         "url": format!("{}/jsonrpc", state.base_url()),
         "preferredTransport": "JSONRPC",
-        "additionalInterfaces": [{ "url": format!("{}/jsonrpc", state.base_url()), "transport": "JSONRPC" }],
+        "additionalInterfaces": [
+            { "url": format!("{}/jsonrpc", state.base_url()), "transport": "JSONRPC" },
+            { "url": state.base_url(), "transport": "HTTP+JSON" },
+        ],
         "supportsAuthenticatedExtendedCard": false,
         "security": [{ "bearer": [] }],
     });

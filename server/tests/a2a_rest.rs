@@ -637,3 +637,84 @@ async fn finished_tasks_survive_a_restart_and_running_ones_fail_with_a_reason() 
             .contains("stopped")
     );
 }
+
+/// Calls the 0.3 REST surface under `/v1`, without A2A-Version.
+async fn legacy(s: &TestServer, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let url = format!("http://{}/v1{path}", s.addr);
+    let req = match method {
+        "GET" => s.http.get(url),
+        _ => s
+            .http
+            .post(url)
+            .header("Content-Type", "application/json")
+            .body(body.unwrap_or(json!({})).to_string()),
+    };
+    s.call(req, ADMIN).await
+}
+
+#[tokio::test]
+async fn the_0_3_rest_surface_speaks_0_3_protojson_on_the_same_tasks() {
+    let s = TestServer::start(&[]).await;
+    let msg = |id: &str, text: &str| json!({ "message": { "messageId": id, "role": "ROLE_USER", "content": [{ "text": text }] } });
+    let (status, sent) = legacy(
+        &s,
+        "POST",
+        "/message:send",
+        Some(msg("l1", "echo old-rest")),
+    )
+    .await;
+    assert_eq!(status, 200, "{sent}");
+    let task = &sent["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(task["history"][0]["content"][0]["text"], "echo old-rest");
+    assert!(task["history"][0].get("parts").is_none());
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "old-rest\r\n");
+    let id = task["id"].as_str().unwrap();
+    let (_, got) = legacy(&s, "GET", &format!("/tasks/{id}"), None).await;
+    assert_eq!(got["id"], id);
+
+    let mut slow = msg("l2", "sleep 100");
+    slow["configuration"] = json!({ "blocking": false });
+    let (_, started) = legacy(&s, "POST", "/message:send", Some(slow)).await;
+    let slow_id = started["task"]["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, canceled) = legacy(&s, "POST", &format!("/tasks/{slow_id}:cancel"), None).await;
+    assert_eq!(
+        canceled["status"]["state"], "TASK_STATE_CANCELLED",
+        "0.3 spelling"
+    );
+
+    let text = s
+        .http
+        .post(format!("http://{}/v1/message:stream", s.addr))
+        .bearer_auth(ADMIN)
+        .header("Content-Type", "application/json")
+        .body(msg("l3", "echo old-stream").to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events = parse_sse(&text);
+    let last = &events.last().unwrap().1["statusUpdate"];
+    assert_eq!(
+        (last["final"].as_bool(), last["status"]["state"].as_str()),
+        (Some(true), Some("TASK_STATE_COMPLETED"))
+    );
+
+    let (status, err) = legacy(&s, "GET", "/tasks", None).await;
+    assert_eq!(status, 400);
+    assert_status(&err, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION");
+    let v1_header = s
+        .http
+        .post(format!("http://{}/v1/message:send", s.addr))
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "application/json")
+        .body(msg("l4", "true").to_string());
+    let (status, err) = s.call(v1_header, ADMIN).await;
+    assert_eq!(status, 400);
+    assert_status(&err, 400, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED");
+    let (status, _) = legacy(&s, "GET", "/card", None).await;
+    assert_eq!(status, 400);
+}

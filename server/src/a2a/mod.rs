@@ -7,6 +7,24 @@ pub mod v03;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+/// The A2A protocol version a caller speaks on a binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V03,
+}
+
+impl Version {
+    /// Whether an `A2A-Version` header value (empty when absent) fits: 1.x for 1.0 routes
+    /// and methods, none or 0.x for 0.3 ones.
+    pub fn accepts(self, header: &str) -> bool {
+        match self {
+            Version::V1 => header == "1" || header.starts_with("1."),
+            Version::V03 => header.is_empty() || header.starts_with("0."),
+        }
+    }
+}
+
 /// An A2A error, independent of the binding that reports it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum A2aError {

@@ -234,6 +234,174 @@ pub fn send_params(v: &Value) -> Result<SendMessageRequest, A2aError> {
     })
 }
 
+/// The 0.3 REST binding speaks the ProtoJSON of the 0.3 proto: like 1.0 but messages carry
+/// `content`, file and data parts are nested, and canceled is spelled `TASK_STATE_CANCELLED`.
+pub mod rest {
+    use super::*;
+
+    fn part_out(p: &Value) -> Value {
+        let mut out = if let Some(t) = p.get("text") {
+            json!({ "text": t })
+        } else if let Some(d) = p.get("data") {
+            json!({ "data": { "data": d } })
+        } else {
+            let mut file = Map::new();
+            if let Some(r) = p.get("raw") {
+                file.insert("fileWithBytes".into(), r.clone());
+            }
+            if let Some(u) = p.get("url") {
+                file.insert("fileWithUri".into(), u.clone());
+            }
+            if let Some(m) = p.get("mediaType") {
+                file.insert("mimeType".into(), m.clone());
+            }
+            if let Some(n) = p.get("filename") {
+                file.insert("name".into(), n.clone());
+            }
+            json!({ "file": file })
+        };
+        if let Some(m) = p.get("metadata") {
+            out["metadata"] = m.clone();
+        }
+        out
+    }
+
+    fn parts_out(parts: &Value) -> Value {
+        Value::Array(
+            parts
+                .as_array()
+                .map(|a| a.iter().map(part_out).collect())
+                .unwrap_or_default(),
+        )
+    }
+
+    fn message_out(m: &Value) -> Value {
+        let mut m = m.clone();
+        if let Some(obj) = m.as_object_mut()
+            && let Some(parts) = obj.remove("parts")
+        {
+            obj.insert("content".into(), parts_out(&parts));
+        }
+        m
+    }
+
+    fn status_out(s: &Value) -> Value {
+        let mut s = s.clone();
+        if s["state"] == "TASK_STATE_CANCELED" {
+            s["state"] = json!("TASK_STATE_CANCELLED");
+        }
+        if let Some(m) = s.get("message") {
+            s["message"] = message_out(m);
+        }
+        s
+    }
+
+    pub fn task(t: &Task) -> Value {
+        let mut v = json!(t);
+        v["status"] = status_out(&v["status"]);
+        if let Some(history) = v.get("history").and_then(Value::as_array) {
+            v["history"] = Value::Array(history.iter().map(message_out).collect());
+        }
+        if let Some(artifacts) = v.get_mut("artifacts").and_then(Value::as_array_mut) {
+            for a in artifacts {
+                a["parts"] = parts_out(&a["parts"]);
+            }
+        }
+        v
+    }
+
+    pub fn message(m: &Message) -> Value {
+        message_out(&json!(m))
+    }
+
+    pub fn event(e: &StreamResponse) -> Value {
+        match e {
+            StreamResponse::Task(t) => json!({ "task": task(t) }),
+            StreamResponse::Message(m) => json!({ "message": message(m) }),
+            StreamResponse::StatusUpdate(u) => {
+                let mut v = json!(u);
+                v["status"] = status_out(&v["status"]);
+                v["final"] = json!(u.status.state.is_terminal() || u.status.state.is_interrupted());
+                json!({ "statusUpdate": v })
+            }
+            StreamResponse::ArtifactUpdate(u) => {
+                let mut v = json!(u);
+                v["artifact"]["parts"] = parts_out(&v["artifact"]["parts"]);
+                json!({ "artifactUpdate": v })
+            }
+        }
+    }
+
+    fn part_in(p: &Value) -> Result<Value, A2aError> {
+        let mut out = if let Some(t) = p.get("text") {
+            json!({ "text": t })
+        } else if let Some(d) = p.get("data") {
+            json!({ "data": d.get("data").cloned().unwrap_or(Value::Null) })
+        } else if let Some(f) = p.get("file") {
+            let mut out = Map::new();
+            match (f.get("fileWithBytes"), f.get("fileWithUri")) {
+                (Some(b), None) => out.insert("raw".into(), b.clone()),
+                (None, Some(u)) => out.insert("url".into(), u.clone()),
+                _ => {
+                    return Err(invalid(
+                        "a file part needs exactly one of fileWithBytes and fileWithUri",
+                    ));
+                }
+            };
+            if let Some(m) = f.get("mimeType") {
+                out.insert("mediaType".into(), m.clone());
+            }
+            if let Some(n) = f.get("name") {
+                out.insert("filename".into(), n.clone());
+            }
+            Value::Object(out)
+        } else {
+            return Err(invalid("a part needs text, file or data"));
+        };
+        if let Some(m) = p.get("metadata") {
+            out["metadata"] = m.clone();
+        }
+        Ok(out)
+    }
+
+    /// SendMessageRequest of the 0.3 proto (`message` or `request`, `configuration.blocking`).
+    pub fn send_request(v: &Value) -> Result<SendMessageRequest, A2aError> {
+        let mut message = v
+            .get("message")
+            .or_else(|| v.get("request"))
+            .cloned()
+            .ok_or_else(|| invalid("message is required"))?;
+        if let Some(content) = message.as_object_mut().and_then(|m| m.remove("content")) {
+            let parts = content
+                .as_array()
+                .ok_or_else(|| invalid("content must be an array of parts"))?
+                .iter()
+                .map(part_in)
+                .collect::<Result<Vec<_>, _>>()?;
+            message["parts"] = Value::Array(parts);
+        }
+        let message: Message =
+            serde_json::from_value(message).map_err(|e| invalid(format!("message: {e}")))?;
+        let config = v
+            .get("configuration")
+            .cloned()
+            .unwrap_or(Value::Object(Map::new()));
+        Ok(SendMessageRequest {
+            tenant: None,
+            message,
+            configuration: Some(SendMessageConfiguration {
+                accepted_output_modes: Vec::new(),
+                history_length: config
+                    .get("historyLength")
+                    .and_then(Value::as_u64)
+                    .map(|n| n as u32),
+                return_immediately: config.get("blocking").and_then(Value::as_bool) == Some(false),
+            }),
+            metadata: v.get("metadata").and_then(Value::as_object).cloned(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +431,42 @@ mod tests {
         ] {
             assert!(send_params(&bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn rest_0_3_uses_content_nested_parts_and_cancelled() {
+        let req = rest::send_request(&json!({ "request": { "messageId": "m", "role": "ROLE_USER", "content": [
+            { "text": "ls" }, { "file": { "fileWithUri": "https://x/y", "mimeType": "text/plain" } }, { "data": { "data": { "a": 1 } } }
+        ] }, "configuration": { "blocking": false } }))
+        .unwrap();
+        assert_eq!(
+            req.message.parts[1].content,
+            Content::Url("https://x/y".into())
+        );
+        assert_eq!(
+            req.message.parts[2].content,
+            Content::Data(json!({ "a": 1 }))
+        );
+        assert!(req.configuration.unwrap().return_immediately);
+        let back = rest::message(&req.message);
+        assert!(back.get("parts").is_none());
+        assert_eq!(back["content"][1]["file"]["fileWithUri"], "https://x/y");
+        assert_eq!(back["content"][2]["data"]["data"]["a"], 1);
+        let task = Task {
+            id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state: TaskState::Canceled,
+                message: None,
+                timestamp: None,
+            },
+            artifacts: None,
+            history: vec![req.message],
+            metadata: None,
+        };
+        let v = rest::task(&task);
+        assert_eq!(v["status"]["state"], "TASK_STATE_CANCELLED");
+        assert!(v["history"][0]["content"].is_array());
     }
 
     #[test]

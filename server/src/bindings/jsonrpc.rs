@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::service::Sent;
 use crate::a2a::service::TaskStream;
-use crate::a2a::{A2aError, v03};
+use crate::a2a::{A2aError, Version, v03};
 use crate::auth;
 use crate::auth::Principal;
 use crate::http::{AppState, header_bearer};
@@ -49,12 +49,6 @@ pub async fn endpoint(
 enum Reply {
     Value(Value),
     Stream(Box<TaskStream>, Version),
-}
-
-#[derive(Clone, Copy)]
-enum Version {
-    V1,
-    V03,
 }
 
 /// Each event as a full JSON-RPC response in `data:`; a failure after the first event as
@@ -104,12 +98,8 @@ async fn handle(
         .unwrap_or("");
     // 0.3 methods have slashes and no (or a 0.x) A2A-Version; 1.0 methods need 1.x.
     let legacy = method.contains('/');
-    let fits = if legacy {
-        version.is_empty() || version.starts_with("0.")
-    } else {
-        version == "1" || version.starts_with("1.")
-    };
-    if !fits {
+    let speaks = if legacy { Version::V03 } else { Version::V1 };
+    if !speaks.accepts(version) {
         let wanted = if legacy {
             "no A2A-Version (or 0.3)"
         } else {

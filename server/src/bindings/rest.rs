@@ -14,17 +14,29 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::a2a::A2aError;
+use crate::a2a::service::Sent;
 use crate::a2a::service::TaskStream;
+use crate::a2a::{A2aError, Version, v03};
 use crate::auth::{self, Principal};
 use crate::http::{AppState, header_bearer};
+use app::a2a::Task;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
 
 const A2A_JSON: &str = "application/a2a+json";
 const JSON: &str = "application/json";
 
-pub fn routes(state: AppState) -> Router<AppState> {
+/// The 1.0 routes at the base, and the same operations in 0.3 shapes under `/v1`.
+pub fn routes() -> Router<AppState> {
+    let v03 = operations()
+        .route("/card", get(extended_card))
+        .route_layer(middleware::from_fn_with_state(Version::V03, negotiate));
+    operations()
+        .route_layer(middleware::from_fn_with_state(Version::V1, negotiate))
+        .nest("/v1", v03)
+}
+
+fn operations() -> Router<AppState> {
     Router::new()
         .route("/message:send", post(send_message))
         .route("/message:stream", post(stream_message))
@@ -39,31 +51,41 @@ pub fn routes(state: AppState) -> Router<AppState> {
             get(push_unsupported).delete(push_unsupported),
         )
         .route("/extendedAgentCard", get(extended_card))
-        .route_layer(middleware::from_fn_with_state(state, negotiate))
 }
 
-/// Which media type the caller speaks: the response mirrors it.
+/// How the caller speaks: the media type (the response mirrors it) and the A2A version
+/// whose shapes the answer takes.
 #[derive(Debug, Clone, Copy)]
-struct Media(&'static str);
+struct Media {
+    content_type: &'static str,
+    version: Version,
+}
 
 /// Checks `A2A-Version` (1.0 routes need 1.x; missing means 0.3) and the request's
 /// content type, then stamps the response with the caller's media type and `Vary`.
-async fn negotiate(mut req: Request, next: Next) -> Response {
+async fn negotiate(State(version): State<Version>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
-    let media = pick_media(headers);
-    let version = headers
+    let media = Media {
+        content_type: pick_media(headers),
+        version,
+    };
+    let asked = headers
         .get("a2a-version")
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .unwrap_or("");
-    let refusal = if !(version == "1" || version.starts_with("1.")) {
-        let shown = if version.is_empty() {
+    let refusal = if !version.accepts(asked) {
+        let shown = if asked.is_empty() {
             "none (that means 0.3)"
         } else {
-            version
+            asked
+        };
+        let route = match version {
+            Version::V1 => "this route speaks A2A 1.0 (send A2A-Version: 1.0)",
+            Version::V03 => "this route speaks A2A 0.3 (send no A2A-Version)",
         };
         Some(A2aError::VersionNotSupported(format!(
-            "A2A-Version {shown} is not served here: this route speaks A2A 1.0 (send A2A-Version: 1.0)"
+            "A2A-Version {shown} is not served here: {route}"
         )))
     } else if req.method() == axum::http::Method::POST && !content_type_ok(headers) {
         Some(A2aError::ContentTypeNotSupported(
@@ -86,7 +108,7 @@ async fn negotiate(mut req: Request, next: Next) -> Response {
     resp
 }
 
-fn pick_media(headers: &HeaderMap) -> Media {
+fn pick_media(headers: &HeaderMap) -> &'static str {
     let has = |name: header::HeaderName, what: &str| {
         headers
             .get(name)
@@ -96,9 +118,9 @@ fn pick_media(headers: &HeaderMap) -> Media {
     if has(header::CONTENT_TYPE, A2A_JSON)
         || (!has(header::CONTENT_TYPE, JSON) && has(header::ACCEPT, A2A_JSON))
     {
-        Media(A2A_JSON)
+        A2A_JSON
     } else {
-        Media(JSON)
+        JSON
     }
 }
 
@@ -119,7 +141,10 @@ fn content_type_ok(headers: &HeaderMap) -> bool {
 fn respond(media: Media, status: axum::http::StatusCode, body: &Value) -> Response {
     (
         status,
-        [(header::CONTENT_TYPE, HeaderValue::from_static(media.0))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(media.content_type),
+        )],
         body.to_string(),
     )
         .into_response()
@@ -160,14 +185,27 @@ fn answer(media: Media, result: Result<Value, A2aError>) -> Response {
 /// The caller and the SendMessageRequest of a send or stream call.
 async fn sender(
     state: &AppState,
+    media: Media,
     headers: &HeaderMap,
     query: Option<&str>,
     body: &[u8],
 ) -> Result<(Principal, SendMessageRequest), A2aError> {
     let who = principal(state, headers, query).await?;
-    let req = serde_json::from_slice(body)
-        .map_err(|e| A2aError::InvalidRequest(format!("SendMessageRequest: {e}")))?;
+    let malformed =
+        |e: serde_json::Error| A2aError::InvalidRequest(format!("SendMessageRequest: {e}"));
+    let req = match media.version {
+        Version::V1 => serde_json::from_slice(body).map_err(malformed)?,
+        Version::V03 => v03::rest::send_request(&serde_json::from_slice(body).map_err(malformed)?)?,
+    };
     Ok((who, req))
+}
+
+/// A task in the caller's version.
+fn task_json(media: Media, task: &Task) -> Value {
+    match media.version {
+        Version::V1 => json_value(task),
+        Version::V03 => v03::rest::task(task),
+    }
 }
 
 fn json_value<T: serde::Serialize>(v: &T) -> Value {
@@ -182,8 +220,12 @@ async fn send_message(
     body: Bytes,
 ) -> Response {
     let result = async {
-        let (who, req) = sender(&state, &headers, uri.query(), &body).await?;
-        Ok::<_, A2aError>(json_value(&state.tasks.send(&who, req).await?))
+        let (who, req) = sender(&state, media, &headers, uri.query(), &body).await?;
+        Ok::<_, A2aError>(match (media.version, state.tasks.send(&who, req).await?) {
+            (Version::V1, sent) => json_value(&sent),
+            (Version::V03, Sent::Task(t)) => json!({ "task": v03::rest::task(&t) }),
+            (Version::V03, Sent::Message(m)) => json!({ "message": v03::rest::message(&m) }),
+        })
     }
     .await;
     answer(media, result)
@@ -209,7 +251,7 @@ async fn get_task(
         let who = principal(&state, &headers, uri.query()).await?;
         let history = number(&q, "historyLength")?;
         let task = state.tasks.get(&who, &task, history).await?;
-        Ok::<_, A2aError>(json_value(&task))
+        Ok::<_, A2aError>(task_json(media, &task))
     }
     .await;
     answer(media, result)
@@ -229,7 +271,7 @@ async fn task_action(
     let result = async {
         let who = principal(&state, &headers, uri.query()).await?;
         match task.rsplit_once(':') {
-            Some((id, "cancel")) => Ok(json_value(&state.tasks.cancel(&who, id).await?)),
+            Some((id, "cancel")) => Ok(task_json(media, &state.tasks.cancel(&who, id).await?)),
             _ => Err(A2aError::MethodNotFound(format!(
                 "no operation POST /tasks/{task}"
             ))),
@@ -247,6 +289,11 @@ async fn list_tasks(
     uri: axum::http::Uri,
 ) -> Response {
     let result = async {
+        if media.version == Version::V03 {
+            return Err(A2aError::UnsupportedOperation(
+                "ListTasks is not part of the A2A 0.3 REST binding; use the 1.0 routes".into(),
+            ));
+        }
         let who = principal(&state, &headers, uri.query()).await?;
         let query = list_request(&q)?;
         let page = state.tasks.list(&who, query).await?;
@@ -296,10 +343,16 @@ fn number(q: &HashMap<String, String>, name: &str) -> Result<Option<u32>, A2aErr
 
 /// Server-sent events: each StreamResponse as `data:`; a failure after the first event as
 /// `event: error` with a google.rpc.Status.
-fn sse(stream: TaskStream) -> Response {
-    let events = stream.into_events().map(|item| {
+fn sse(media: Media, stream: TaskStream) -> Response {
+    let events = stream.into_events().map(move |item| {
         Ok::<_, std::convert::Infallible>(match item {
-            Ok(event) => Event::default().data(json_value(&event).to_string()),
+            Ok(event) => {
+                let data = match media.version {
+                    Version::V1 => json_value(&event),
+                    Version::V03 => v03::rest::event(&event),
+                };
+                Event::default().data(data.to_string())
+            }
             Err(e) => Event::default()
                 .event("error")
                 .data(e.status_body().to_string()),
@@ -318,12 +371,12 @@ async fn stream_message(
     body: Bytes,
 ) -> Response {
     let started = async {
-        let (who, req) = sender(&state, &headers, uri.query(), &body).await?;
+        let (who, req) = sender(&state, media, &headers, uri.query(), &body).await?;
         state.tasks.send_stream(&who, req).await
     }
     .await;
     match started {
-        Ok(stream) => sse(stream),
+        Ok(stream) => sse(media, stream),
         Err(e) => error_response(&e, media),
     }
 }
@@ -342,7 +395,7 @@ async fn subscribe(
     }
     .await;
     match started {
-        Ok(stream) => sse(stream),
+        Ok(stream) => sse(media, stream),
         Err(e) => error_response(&e, media),
     }
 }

@@ -89,7 +89,7 @@ pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
         .route("/sessions/{sid}/attach", get(pty_ws::attach))
         .route("/jsonrpc", axum::routing::post(jsonrpc::endpoint))
         .route("/jsonrpc/", axum::routing::post(jsonrpc::endpoint))
-        .merge(rest::routes(state.clone()));
+        .merge(rest::routes());
     let instance = api
         .clone()
         .route("/.well-known/agent-card.json", get(card::superset))
