@@ -208,6 +208,28 @@ fn message_in(v: &Value) -> Result<Message, A2aError> {
     })
 }
 
+/// The normalized request around a 0.3 message: `configuration.blocking` (the inverse of
+/// `returnImmediately`; blocking is the default), `historyLength`, `metadata`.
+fn request(message: Message, v: &Value) -> SendMessageRequest {
+    let config = v.get("configuration");
+    SendMessageRequest {
+        tenant: None,
+        message,
+        configuration: Some(SendMessageConfiguration {
+            accepted_output_modes: Vec::new(),
+            history_length: config
+                .and_then(|c| c.get("historyLength"))
+                .and_then(Value::as_u64)
+                .map(|n| n as u32),
+            return_immediately: config
+                .and_then(|c| c.get("blocking"))
+                .and_then(Value::as_bool)
+                == Some(false),
+        }),
+        metadata: v.get("metadata").and_then(Value::as_object).cloned(),
+    }
+}
+
 /// MessageSendParams → the normalized request (`blocking` is the inverse of
 /// `returnImmediately`; 0.3 blocks by default too).
 pub fn send_params(v: &Value) -> Result<SendMessageRequest, A2aError> {
@@ -215,23 +237,7 @@ pub fn send_params(v: &Value) -> Result<SendMessageRequest, A2aError> {
         v.get("message")
             .ok_or_else(|| invalid("params.message is required"))?,
     )?;
-    let config = v
-        .get("configuration")
-        .cloned()
-        .unwrap_or(Value::Object(Map::new()));
-    Ok(SendMessageRequest {
-        tenant: None,
-        message,
-        configuration: Some(SendMessageConfiguration {
-            accepted_output_modes: Vec::new(),
-            history_length: config
-                .get("historyLength")
-                .and_then(Value::as_u64)
-                .map(|n| n as u32),
-            return_immediately: config.get("blocking").and_then(Value::as_bool) == Some(false),
-        }),
-        metadata: v.get("metadata").and_then(Value::as_object).cloned(),
-    })
+    Ok(request(message, v))
 }
 
 /// The 0.3 REST binding speaks the ProtoJSON of the 0.3 proto: like 1.0 but messages carry
@@ -382,23 +388,7 @@ pub mod rest {
         }
         let message: Message =
             serde_json::from_value(message).map_err(|e| invalid(format!("message: {e}")))?;
-        let config = v
-            .get("configuration")
-            .cloned()
-            .unwrap_or(Value::Object(Map::new()));
-        Ok(SendMessageRequest {
-            tenant: None,
-            message,
-            configuration: Some(SendMessageConfiguration {
-                accepted_output_modes: Vec::new(),
-                history_length: config
-                    .get("historyLength")
-                    .and_then(Value::as_u64)
-                    .map(|n| n as u32),
-                return_immediately: config.get("blocking").and_then(Value::as_bool) == Some(false),
-            }),
-            metadata: v.get("metadata").and_then(Value::as_object).cloned(),
-        })
+        Ok(request(message, v))
     }
 }
 
