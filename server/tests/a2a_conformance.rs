@@ -31,19 +31,7 @@ async fn send(s: &TestServer, id: &str) -> Value {
 }
 
 async fn stream(s: &TestServer, id: &str) -> Vec<Value> {
-    let text = s
-        .http
-        .post(format!("http://{}/message:stream", s.addr))
-        .bearer_auth(ADMIN)
-        .header("A2A-Version", "1.0")
-        .header("Content-Type", "application/json")
-        .body(message(id).to_string())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = s.sse("/message:stream", &message(id), Some("1.0")).await;
     text.lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .map(|d| serde_json::from_str(d.trim()).unwrap())

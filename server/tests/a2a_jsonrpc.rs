@@ -86,24 +86,8 @@ async fn send_get_list_and_cancel_over_jsonrpc() {
 #[tokio::test]
 async fn send_streaming_message_answers_with_server_sent_jsonrpc_responses() {
     let s = TestServer::start(&[]).await;
-    let body = json!({ "jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage", "params": message("echo streamed") }).to_string();
-    let resp = s
-        .http
-        .post(format!("http://{}/jsonrpc", s.addr))
-        .bearer_auth(ADMIN)
-        .header("A2A-Version", "1.0")
-        .header("Content-Type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        resp.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/event-stream")
-    );
-    let text = resp.text().await.unwrap();
+    let body = json!({ "jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage", "params": message("echo streamed") });
+    let text = s.sse("/jsonrpc", &body, Some("1.0")).await;
     let events: Vec<Value> = text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
@@ -257,18 +241,7 @@ async fn headerless_0_3_calls_get_0_3_shapes_from_the_same_tasks() {
     )
     .await;
     assert!(streamed.is_null(), "a stream, not one JSON body");
-    let text = s
-        .http
-        .post(format!("http://{}/jsonrpc", s.addr))
-        .bearer_auth(ADMIN)
-        .header("Content-Type", "application/json")
-        .body(json!({ "jsonrpc": "2.0", "id": 9, "method": "message/stream", "params": message03("echo old-stream") }).to_string())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = s.sse("/jsonrpc", &json!({ "jsonrpc": "2.0", "id": 9, "method": "message/stream", "params": message03("echo old-stream") }), None).await;
     let events: Vec<Value> = text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))

@@ -685,17 +685,8 @@ async fn the_0_3_rest_surface_speaks_0_3_protojson_on_the_same_tasks() {
     );
 
     let text = s
-        .http
-        .post(format!("http://{}/v1/message:stream", s.addr))
-        .bearer_auth(ADMIN)
-        .header("Content-Type", "application/json")
-        .body(msg("l3", "echo old-stream").to_string())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .sse("/v1/message:stream", &msg("l3", "echo old-stream"), None)
+        .await;
     let events = parse_sse(&text);
     let last = &events.last().unwrap().1["statusUpdate"];
     assert_eq!(

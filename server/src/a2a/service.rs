@@ -64,6 +64,21 @@ impl Feed {
         let _ = self.events.send(event);
     }
 
+    /// Announces an artifact chunk of `task` (which already includes it).
+    fn publish_artifact(&self, task: &Task, artifact: Artifact, append: bool, last_chunk: bool) {
+        self.publish(
+            task,
+            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                artifact,
+                append,
+                last_chunk,
+                metadata: None,
+            }),
+        );
+    }
+
     fn subscribe(&self) -> (Task, broadcast::Receiver<StreamResponse>) {
         let _gate = self.gate.lock().unwrap();
         (self.snapshot.borrow().clone(), self.events.subscribe())
@@ -361,17 +376,7 @@ impl TaskService {
                         _ => *artifacts = vec![chunk.clone()],
                     }
                     self.persist_quietly(&task).await;
-                    feed.publish(
-                        &task,
-                        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                            task_id: task.id.clone(),
-                            context_id: task.context_id.clone(),
-                            artifact: chunk,
-                            append,
-                            last_chunk,
-                            metadata: None,
-                        }),
-                    );
+                    feed.publish_artifact(&task, chunk, append, last_chunk);
                 }
                 Step::Wait(d) => {
                     let _ = tokio::time::timeout(d, cancel.wait_for(|c| *c)).await;
@@ -549,17 +554,7 @@ impl TaskService {
                     output.extend_from_slice(kept);
                     task.artifacts = Some(vec![output_artifact(&output, cut)]);
                     let chunk = output_artifact(kept, false);
-                    feed.publish(
-                        &task,
-                        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                            task_id: task.id.clone(),
-                            context_id: task.context_id.clone(),
-                            artifact: chunk,
-                            append,
-                            last_chunk: false,
-                            metadata: None,
-                        }),
-                    );
+                    feed.publish_artifact(&task, chunk, append, false);
                 }
                 Some(TaskEvent::InputRequired(prompt)) => {
                     task.status = status(TaskState::InputRequired, Some(prompt), None);

@@ -113,6 +113,29 @@ impl TestServer {
         self.call(self.http.delete(self.url(path)), token).await
     }
 
+    /// POSTs to a streaming route; returns the whole server-sent event text once the
+    /// stream ends.
+    pub async fn sse(&self, path: &str, body: &Value, a2a_version: Option<&str>) -> String {
+        let mut req = self
+            .http
+            .post(format!("http://{}{path}", self.addr))
+            .bearer_auth(ADMIN)
+            .header("Content-Type", "application/json")
+            .body(body.to_string());
+        if let Some(v) = a2a_version {
+            req = req.header("A2A-Version", v);
+        }
+        let resp = req.send().await.unwrap();
+        assert!(
+            resp.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream"),
+            "{path} answers with a stream"
+        );
+        resp.text().await.unwrap()
+    }
+
     /// SIGTERM, then wait for the process to finish its orderly shutdown.
     pub async fn stop(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
