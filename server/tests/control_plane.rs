@@ -537,6 +537,35 @@ async fn a_browser_navigating_to_a_session_gets_the_page_and_an_api_client_the_j
 }
 
 #[tokio::test]
+async fn metrics_count_running_sessions_and_connections() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    c.join("observer").await;
+    let resp = s
+        .http
+        .get(format!("http://{}/metrics", s.addr))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = resp.text().await.unwrap();
+    for line in [
+        "ptyhost_sessions_running 1",
+        "ptyhost_pty_ws_connections 1",
+        "ptyhost_tasks_running 0",
+        "# TYPE ptyhost_sessions_running gauge",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+}
+
+#[tokio::test]
 async fn tokens_never_reach_the_logs() {
     let mut s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;

@@ -155,6 +155,10 @@ impl TaskService {
         }
     }
 
+    pub fn live_count(&self) -> usize {
+        self.inner.live.lock().unwrap().len()
+    }
+
     /// Fails the tasks a previous process left unfinished: their shells died with it.
     pub async fn recover(&self) -> anyhow::Result<()> {
         for json in self.inner.store.unfinished_tasks().await? {

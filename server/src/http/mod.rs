@@ -110,6 +110,7 @@ pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/.well-known/agent-card.json", get(card::pure))
         .nest("/agents/{instance_id}", instance)
         .merge(root_api)
@@ -166,6 +167,45 @@ async fn readyz(State(state): State<AppState>) -> Response {
             (StatusCode::SERVICE_UNAVAILABLE, "store unavailable").into_response()
         }
     }
+}
+
+/// Prometheus text: what is running now.
+async fn metrics(State(state): State<AppState>) -> Response {
+    let gauges = [
+        (
+            "ptyhost_sessions_running",
+            "Sessions whose program is running.",
+            state.sessions.live_count(),
+        ),
+        (
+            "ptyhost_pty_ws_connections",
+            "Open pty-ws/v1 connections.",
+            state.connections.len(),
+        ),
+        (
+            "ptyhost_tasks_running",
+            "A2A tasks not finished yet.",
+            state.tasks.live_count(),
+        ),
+    ];
+    let mut body = String::new();
+    for (name, help, value) in gauges {
+        body.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+        ));
+    }
+    body.push_str(&format!(
+        "# HELP ptyhost_build_info The running build.\n# TYPE ptyhost_build_info gauge\nptyhost_build_info{{version=\"{}\"}} 1\n",
+        env!("CARGO_PKG_VERSION")
+    ));
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 /// A control-plane error: `{"error": {"code", "message"}}` with a fitting status.

@@ -519,6 +519,10 @@ impl Sessions {
         Ok(row)
     }
 
+    pub fn live_count(&self) -> usize {
+        self.inner.live.lock().unwrap().len()
+    }
+
     pub fn live(&self, id: &str) -> Option<SessionHandle> {
         self.inner.live.lock().unwrap().get(id).cloned()
     }
