@@ -60,6 +60,14 @@ pub struct ServeArgs {
     /// Ensures a pty:admin token with this value exists.
     #[arg(long, env = "PTYHOST_BOOTSTRAP_TOKEN", hide_env_values = true)]
     pub bootstrap_token: Option<String>,
+    /// Another origin whose pages may open WebSockets here (repeatable); the listen and
+    /// public origins are always allowed.
+    #[arg(
+        long = "allowed-origin",
+        env = "PTYHOST_ALLOWED_ORIGIN",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
     /// Seconds between WebSocket Pings.
     #[arg(long, env = "PTYHOST_HEARTBEAT_INTERVAL", default_value_t = 30.0)]
     pub heartbeat_interval: f64,

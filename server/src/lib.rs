@@ -97,6 +97,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         tasks,
         store: store.clone(),
         instance_id: args.instance_id.clone(),
+        allowed_origins: std::iter::once(format!("http://{addr}"))
+            .chain(args.allowed_origins.iter().cloned())
+            .collect(),
         public_url,
         heartbeat_interval,
         heartbeat_timeout,

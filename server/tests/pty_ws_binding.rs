@@ -528,6 +528,36 @@ async fn binding_scenario_8_conflicting_or_missing_subprotocol_is_400_and_unknow
 }
 
 #[tokio::test]
+async fn browser_upgrades_from_foreign_origins_are_refused_with_403() {
+    let s = TestServer::start(&["--allowed-origin", "https://ops.example"]).await;
+    let sid = cat_session(&s).await;
+    let url = s.ws_url(&sid);
+    let proto = bearer_protocols(ADMIN);
+    let status = |origin: Option<String>| {
+        let (url, proto) = (url.clone(), proto.clone());
+        async move {
+            let mut headers = vec![("Sec-WebSocket-Protocol", proto.as_str())];
+            if let Some(o) = origin.as_deref() {
+                headers.push(("Origin", o));
+            }
+            upgrade_status(&url, &headers).await.err()
+        }
+    };
+    assert_eq!(
+        status(Some(format!("http://{}", s.addr))).await,
+        None,
+        "the server's own origin"
+    );
+    assert_eq!(
+        status(Some("https://ops.example".into())).await,
+        None,
+        "an allowed origin"
+    );
+    assert_eq!(status(Some("https://evil.example".into())).await, Some(403));
+    assert_eq!(status(None).await, None, "no Origin: not a browser");
+}
+
+#[tokio::test]
 async fn binding_scenario_11_json_clients_get_base64_output_and_send_session_input() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;

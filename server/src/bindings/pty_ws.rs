@@ -72,6 +72,16 @@ async fn check_attach(
     headers: &HeaderMap,
 ) -> Result<Principal, ApiError> {
     refuse_query_token(uri.query())?;
+    // A browser says where the page came from: only ours may attach (no cross-site
+    // WebSocket hijacking). Other clients send no Origin.
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())
+        && !state.origin_allowed(origin)
+    {
+        tracing::warn!(origin, "refused a WebSocket upgrade from a foreign origin");
+        return Err(ApiError::forbidden(format!(
+            "pages from {origin} may not attach (see --allowed-origin)"
+        )));
+    }
     let offered: Vec<&str> = headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .iter()

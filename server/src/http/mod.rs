@@ -36,6 +36,8 @@ pub struct AppInner {
     pub instance_id: String,
     /// Origin clients reach us at, without a trailing slash (e.g. `http://127.0.0.1:3000`).
     pub public_url: String,
+    /// Origins (`scheme://host:port`) whose browser pages may attach.
+    pub allowed_origins: Vec<String>,
     pub heartbeat_interval: Duration,
     pub heartbeat_timeout: Duration,
     /// Cancelled when the server stops: connections say goodbye and close.
@@ -54,6 +56,16 @@ impl std::ops::Deref for AppState {
 impl AppState {
     pub fn new(inner: AppInner) -> AppState {
         AppState(Arc::new(inner))
+    }
+
+    /// Whether a browser page from `origin` may open a WebSocket here.
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.trim_end_matches('/');
+        origin.eq_ignore_ascii_case(&self.public_url)
+            || self
+                .allowed_origins
+                .iter()
+                .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin))
     }
 
     /// `B`, the base URL of this instance's API.
