@@ -60,6 +60,9 @@ pub struct ServeArgs {
     /// Ensures a pty:admin token with this value exists.
     #[arg(long, env = "PTYHOST_BOOTSTRAP_TOKEN", hide_env_values = true)]
     pub bootstrap_token: Option<String>,
+    /// Accept plain ws:// upgrades although the listen address is not loopback.
+    #[arg(long, env = "PTYHOST_ALLOW_INSECURE_WS")]
+    pub allow_insecure_ws: bool,
     /// Another origin whose pages may open WebSockets here (repeatable); the listen and
     /// public origins are always allowed.
     #[arg(

@@ -97,6 +97,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         tasks,
         store: store.clone(),
         instance_id: args.instance_id.clone(),
+        refuse_plain_ws: !addr.ip().is_loopback() && !args.allow_insecure_ws,
         allowed_origins: std::iter::once(format!("http://{addr}"))
             .chain(args.allowed_origins.iter().cloned())
             .collect(),

@@ -558,6 +558,25 @@ async fn browser_upgrades_from_foreign_origins_are_refused_with_403() {
 }
 
 #[tokio::test]
+async fn plain_ws_on_a_non_loopback_address_is_refused_unless_allowed() {
+    let proto = bearer_protocols(ADMIN);
+    let headers = [("Sec-WebSocket-Protocol", proto.as_str())];
+    let s = TestServer::start(&["--listen", "0.0.0.0:0"]).await;
+    let sid = cat_session(&s).await;
+    assert_eq!(
+        upgrade_status(&s.ws_url(&sid), &headers).await.err(),
+        Some(403)
+    );
+    let allowed = TestServer::start(&["--listen", "0.0.0.0:0", "--allow-insecure-ws"]).await;
+    let sid = cat_session(&allowed).await;
+    assert!(
+        upgrade_status(&allowed.ws_url(&sid), &headers)
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
 async fn binding_scenario_11_json_clients_get_base64_output_and_send_session_input() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;

@@ -72,6 +72,11 @@ async fn check_attach(
     headers: &HeaderMap,
 ) -> Result<Principal, ApiError> {
     refuse_query_token(uri.query())?;
+    if state.refuse_plain_ws {
+        return Err(ApiError::forbidden(
+            "plain ws:// is refused on a non-loopback address: put TLS in front or pass --allow-insecure-ws",
+        ));
+    }
     // A browser says where the page came from: only ours may attach (no cross-site
     // WebSocket hijacking). Other clients send no Origin.
     if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())

@@ -36,6 +36,9 @@ pub struct AppInner {
     pub instance_id: String,
     /// Origin clients reach us at, without a trailing slash (e.g. `http://127.0.0.1:3000`).
     pub public_url: String,
+    /// Plain ws:// upgrades are refused: the listen address is not loopback and the
+    /// operator did not pass `--allow-insecure-ws`.
+    pub refuse_plain_ws: bool,
     /// Origins (`scheme://host:port`) whose browser pages may attach.
     pub allowed_origins: Vec<String>,
     pub heartbeat_interval: Duration,

@@ -49,9 +49,15 @@ impl TestServer {
             .append(true)
             .open(dir.join("stderr.log"))
             .unwrap();
+        let listen = if args.contains(&"--listen") {
+            None
+        } else {
+            Some("127.0.0.1:0")
+        };
         let mut child = Command::new(bin())
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--bootstrap-token", ADMIN])
+            .args(listen.map(|l| ["--listen", l]).into_iter().flatten())
+            .args(["--bootstrap-token", ADMIN])
             .arg("--data-dir")
             .arg(dir)
             .args(args)
@@ -68,7 +74,8 @@ impl TestServer {
         let addr = tokio::time::timeout(WAIT, async {
             while let Some(line) = lines.next_line().await.unwrap() {
                 if let Some(a) = line.strip_prefix("listening on http://") {
-                    return a.to_owned();
+                    // A wildcard listen address is reached through loopback.
+                    return a.replace("0.0.0.0", "127.0.0.1");
                 }
             }
             panic!("ptyhost exited before listening")
