@@ -619,16 +619,15 @@ impl TaskService {
         );
     }
 
+    /// The snapshot of a task running in this process.
+    fn live_snapshot(&self, id: &str) -> Option<Task> {
+        let live = self.inner.live.lock().unwrap();
+        live.get(id).map(|l| l.feed.snapshot.borrow().clone())
+    }
+
     /// The latest view of a task: live in this process, or from the store.
     async fn current(&self, id: &str) -> Result<Option<Task>, A2aError> {
-        let live = self
-            .inner
-            .live
-            .lock()
-            .unwrap()
-            .get(id)
-            .map(|l| l.feed.snapshot.borrow().clone());
-        if let Some(t) = live {
+        if let Some(t) = self.live_snapshot(id) {
             return Ok(Some(t));
         }
         match self.inner.store.task(id).await? {
@@ -741,7 +740,7 @@ impl TaskService {
         let mut tasks = Vec::with_capacity(rows.len());
         for (_, id, json) in rows {
             // A running task's stored row may lag its live snapshot: show the live one.
-            let task = match self.current(id).await? {
+            let task = match self.live_snapshot(id) {
                 Some(t) => t,
                 None => serde_json::from_str(json).map_err(anyhow::Error::from)?,
             };
