@@ -182,6 +182,14 @@ fn answer(media: Media, result: Result<Value, A2aError>) -> Response {
     }
 }
 
+/// The stream as server-sent events, or (before any event) the error as google.rpc.Status.
+fn streamed(media: Media, started: Result<TaskStream, A2aError>) -> Response {
+    match started {
+        Ok(stream) => sse(media, stream),
+        Err(e) => error_response(&e, media),
+    }
+}
+
 /// The caller and the SendMessageRequest of a send or stream call.
 async fn sender(
     state: &AppState,
@@ -375,10 +383,7 @@ async fn stream_message(
         state.tasks.send_stream(&who, req).await
     }
     .await;
-    match started {
-        Ok(stream) => sse(media, stream),
-        Err(e) => error_response(&e, media),
-    }
+    streamed(media, started)
 }
 
 /// `GET|POST /tasks/{id}:subscribe`: errors before the first event are plain responses.
@@ -394,10 +399,7 @@ async fn subscribe(
         state.tasks.subscribe(&who, id).await
     }
     .await;
-    match started {
-        Ok(stream) => sse(media, stream),
-        Err(e) => error_response(&e, media),
-    }
+    streamed(media, started)
 }
 
 async fn push_unsupported(axum::Extension(media): axum::Extension<Media>) -> Response {
