@@ -363,6 +363,60 @@ pub struct SendMessageConfiguration {
     pub history_length: Option<u32>,
     #[serde(default, alias = "return_immediately")]
     pub return_immediately: bool,
+    #[serde(default, alias = "task_push_notification_config")]
+    pub task_push_notification_config: Option<TaskPushNotificationConfig>,
+}
+
+/// Where and how a task's updates are pushed (A2A 1.0 merged PushNotificationConfig into
+/// this message). `id` and `taskId` are empty until the server assigns them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPushNotificationConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(default, alias = "task_id", skip_serializing_if = "String::is_empty")]
+    pub task_id: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<AuthenticationInfo>,
+}
+
+/// The `Authorization` a push delivery carries: `{scheme} {credentials}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthenticationInfo {
+    pub scheme: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<String>,
+}
+
+/// GetTaskPushNotificationConfigRequest / DeleteTaskPushNotificationConfigRequest.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PushConfigRequest {
+    #[serde(default)]
+    pub tenant: Option<String>,
+    #[serde(alias = "task_id")]
+    pub task_id: String,
+    pub id: String,
+}
+
+/// ListTaskPushNotificationConfigsRequest.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListPushConfigsRequest {
+    #[serde(default)]
+    pub tenant: Option<String>,
+    #[serde(default, alias = "task_id")]
+    pub task_id: String,
+    #[serde(default, alias = "page_size")]
+    pub page_size: Option<u32>,
+    #[serde(default, alias = "page_token")]
+    pub page_token: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

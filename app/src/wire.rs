@@ -169,8 +169,8 @@ pub struct ListTasksPayload {
 /// The A2A core operations (binding §4).
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskOp {
-    SendMessage(crate::a2a::SendMessageRequest),
-    SendStreamingMessage(crate::a2a::SendMessageRequest),
+    SendMessage(Box<crate::a2a::SendMessageRequest>),
+    SendStreamingMessage(Box<crate::a2a::SendMessageRequest>),
     GetTask(TaskRef),
     ListTasks(ListTasksPayload),
     CancelTask(TaskRef),

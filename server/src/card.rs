@@ -69,7 +69,7 @@ pub fn v1_card(state: &AppState) -> Value {
         "provider": { "organization": "ptyhost", "url": state.public_url },
         "capabilities": {
             "streaming": true,
-            "pushNotifications": false,
+            "pushNotifications": true,
             "extendedAgentCard": false,
             "extensions": [pty_extension(state)],
         },

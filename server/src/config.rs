@@ -71,6 +71,10 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub allowed_origins: Vec<String>,
+    /// Let push notifications reach loopback and private addresses (for tests and private
+    /// networks; link-local targets stay refused).
+    #[arg(long, env = "PTYHOST_PUSH_ALLOW_LOOPBACK")]
+    pub push_allow_loopback: bool,
     /// Seconds between WebSocket Pings.
     #[arg(long, env = "PTYHOST_HEARTBEAT_INTERVAL", default_value_t = 30.0)]
     pub heartbeat_interval: f64,

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod executor;
 pub mod http;
+pub mod push;
 pub mod sessions;
 pub mod store;
 
@@ -47,7 +48,14 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .context("writing the shell-integration rc file")?;
     let sessions = Sessions::new(store.clone(), settings, args.instance_id.clone());
     sessions.recover().await?;
-    let tasks = a2a::service::TaskService::new(store.clone(), sessions.clone(), args.executor);
+    let push = push::Push::new(
+        store.clone(),
+        push::Guard {
+            allow_loopback: args.push_allow_loopback,
+        },
+    )?;
+    let tasks =
+        a2a::service::TaskService::new(store.clone(), sessions.clone(), args.executor, push);
     tasks.recover().await?;
     if let Some(token) = &args.bootstrap_token {
         auth::ensure_bootstrap(&store, token).await?;

@@ -481,6 +481,88 @@ impl Store {
         .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
+
+    /// Writes a push config (insert or replace; a replaced one keeps its creation time).
+    pub async fn put_push_config(&self, c: &PushConfigRow) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO push_configs (task_id, id, version, config, created_at) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (task_id, id) DO UPDATE SET version = excluded.version,
+             config = excluded.config",
+        )
+        .bind(&c.task_id)
+        .bind(&c.id)
+        .bind(&c.version)
+        .bind(&c.config)
+        .bind(c.created_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A task's push configs in creation order: at most `limit` after the config `after`.
+    pub async fn push_configs(
+        &self,
+        task_id: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PushConfigRow>> {
+        let rows = sqlx::query(
+            "SELECT task_id, id, version, config, created_at FROM push_configs WHERE task_id = ?
+             AND (? IS NULL OR (created_at, id) > (SELECT created_at, id FROM push_configs
+                  WHERE task_id = ? AND id = ?))
+             ORDER BY created_at, id LIMIT ?",
+        )
+        .bind(task_id)
+        .bind(after)
+        .bind(task_id)
+        .bind(after)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(push_config_row).collect())
+    }
+
+    pub async fn push_config(&self, task_id: &str, id: &str) -> Result<Option<PushConfigRow>> {
+        Ok(sqlx::query(
+            "SELECT task_id, id, version, config, created_at FROM push_configs
+             WHERE task_id = ? AND id = ?",
+        )
+        .bind(task_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(push_config_row))
+    }
+
+    /// Deletes a push config; whether there was one.
+    pub async fn delete_push_config(&self, task_id: &str, id: &str) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM push_configs WHERE task_id = ? AND id = ?")
+            .bind(task_id)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushConfigRow {
+    pub task_id: String,
+    pub id: String,
+    pub version: String,
+    pub config: String,
+    pub created_at: i64,
+}
+
+fn push_config_row(r: &sqlx::sqlite::SqliteRow) -> PushConfigRow {
+    PushConfigRow {
+        task_id: r.get(0),
+        id: r.get(1),
+        version: r.get(2),
+        config: r.get(3),
+        created_at: r.get(4),
+    }
 }
 
 const TOKEN_COLUMNS: &str =

@@ -165,8 +165,8 @@ async fn jsonrpc_errors_carry_their_codes_and_error_info() {
             json!({ "taskId": "t", "id": "c" }),
         )
         .await,
-        -32003,
-        Some("PUSH_NOTIFICATION_NOT_SUPPORTED"),
+        -32001,
+        Some("TASK_NOT_FOUND"),
     );
     assert_rpc_error(
         &rpc(&s, "ListTasks", json!({ "pageSize": 0 })).await,
@@ -287,7 +287,7 @@ async fn versions_and_0_3_errors_are_kept_apart() {
     );
     assert_rpc_error(
         &rpc03(&s, "tasks/pushNotificationConfig/set", json!({})).await,
-        -32003,
+        -32602,
         None,
     );
     assert_rpc_error(&rpc03(&s, "message/send", json!({ "message": { "messageId": "m", "role": "ROLE_USER", "parts": [{ "text": "x" }] } })).await, -32602, None);

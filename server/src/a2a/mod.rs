@@ -15,6 +15,22 @@ pub enum Version {
 }
 
 impl Version {
+    /// How the store and logs name the version.
+    pub fn label(self) -> &'static str {
+        match self {
+            Version::V1 => "1.0",
+            Version::V03 => "0.3",
+        }
+    }
+
+    pub fn from_label(label: &str) -> Option<Version> {
+        match label {
+            "1.0" => Some(Version::V1),
+            "0.3" => Some(Version::V03),
+            _ => None,
+        }
+    }
+
     /// Whether an `A2A-Version` header value (empty when absent) fits: 1.x for 1.0 routes
     /// and methods, none or 0.x for 0.3 ones.
     pub fn accepts(self, header: &str) -> bool {
@@ -30,16 +46,14 @@ impl Version {
 pub enum A2aError {
     #[error("task {0} not found")]
     TaskNotFound(String),
+    #[error("task {task} has no push notification config {config}")]
+    PushConfigNotFound { task: String, config: String },
     #[error("task {0} is in a terminal state and cannot be canceled")]
     TaskNotCancelable(String),
     #[error("{0}")]
     UnsupportedOperation(String),
     #[error("{0}")]
     ContentTypeNotSupported(String),
-    #[error(
-        "push notifications are not offered by this agent (capabilities.pushNotifications is false)"
-    )]
-    PushNotificationNotSupported,
     #[error("this agent has no extended card")]
     ExtendedCardNotConfigured,
     #[error("{0}")]
@@ -66,11 +80,10 @@ impl A2aError {
     /// The ErrorInfo reason (UPPER_SNAKE, no "Error" suffix).
     pub fn reason(&self) -> &'static str {
         match self {
-            A2aError::TaskNotFound(_) => "TASK_NOT_FOUND",
+            A2aError::TaskNotFound(_) | A2aError::PushConfigNotFound { .. } => "TASK_NOT_FOUND",
             A2aError::TaskNotCancelable(_) => "TASK_NOT_CANCELABLE",
             A2aError::UnsupportedOperation(_) => "UNSUPPORTED_OPERATION",
             A2aError::ContentTypeNotSupported(_) => "CONTENT_TYPE_NOT_SUPPORTED",
-            A2aError::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
             A2aError::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             A2aError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
             A2aError::InvalidRequest(_) => "INVALID_REQUEST",
@@ -86,9 +99,10 @@ impl A2aError {
     /// HTTP status and google.rpc code name (A2A v1.0.1 table).
     pub fn http(&self) -> (StatusCode, &'static str) {
         match self {
-            A2aError::TaskNotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            A2aError::TaskNotFound(_) | A2aError::PushConfigNotFound { .. } => {
+                (StatusCode::NOT_FOUND, "NOT_FOUND")
+            }
             A2aError::TaskNotCancelable(_)
-            | A2aError::PushNotificationNotSupported
             | A2aError::ExtendedCardNotConfigured
             | A2aError::UnsupportedOperation(_)
             | A2aError::VersionNotSupported(_) => (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION"),
@@ -107,9 +121,8 @@ impl A2aError {
     /// The JSON-RPC error code.
     pub fn jsonrpc_code(&self) -> i64 {
         match self {
-            A2aError::TaskNotFound(_) => -32001,
+            A2aError::TaskNotFound(_) | A2aError::PushConfigNotFound { .. } => -32001,
             A2aError::TaskNotCancelable(_) => -32002,
-            A2aError::PushNotificationNotSupported => -32003,
             A2aError::ExtendedCardNotConfigured => -32007,
             A2aError::UnsupportedOperation(_) => -32004,
             A2aError::ContentTypeNotSupported(_) => -32005,

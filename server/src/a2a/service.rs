@@ -8,16 +8,18 @@ use std::time::Duration;
 
 use app::a2a::{
     Artifact, Content, ListTasksRequest, Message, Part, Role, SendMessageRequest, StreamResponse,
-    Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
 };
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::A2aError;
+use super::{A2aError, Version};
 use crate::auth::{Principal, Scope};
 use crate::clock;
 use crate::executor::{self, Executor, Script, Step};
+use crate::push::{Push, Target};
 use crate::sessions::{Command, Sessions, SpecRequest, TaskEvent, TaskRun};
 use crate::store::{Store, TaskFilter};
 
@@ -36,6 +38,7 @@ struct Inner {
     store: Store,
     sessions: Sessions,
     executor: Executor,
+    push: Push,
     /// Tasks still running in this process: their latest snapshot, and cancel requests.
     live: Mutex<HashMap<String, Live>>,
 }
@@ -55,11 +58,13 @@ struct Feed {
     gate: Mutex<()>,
     snapshot: watch::Sender<Task>,
     events: broadcast::Sender<StreamResponse>,
+    push: Push,
 }
 
 impl Feed {
     fn publish(&self, task: &Task, event: StreamResponse) {
         let _gate = self.gate.lock().unwrap();
+        self.push.notify(task, &event);
         self.snapshot.send_replace(task.clone());
         let _ = self.events.send(event);
     }
@@ -144,12 +149,13 @@ pub struct ListPage {
 }
 
 impl TaskService {
-    pub fn new(store: Store, sessions: Sessions, executor: Executor) -> TaskService {
+    pub fn new(store: Store, sessions: Sessions, executor: Executor, push: Push) -> TaskService {
         TaskService {
             inner: Arc::new(Inner {
                 store,
                 sessions,
                 executor,
+                push,
                 live: Mutex::new(HashMap::new()),
             }),
         }
@@ -159,7 +165,8 @@ impl TaskService {
         self.inner.live.lock().unwrap().len()
     }
 
-    /// Fails the tasks a previous process left unfinished: their shells died with it.
+    /// Fails the tasks a previous process left unfinished (their shells died with it) and
+    /// tells their push configs.
     pub async fn recover(&self) -> anyhow::Result<()> {
         for json in self.inner.store.unfinished_tasks().await? {
             let mut task: Task = serde_json::from_str(&json)?;
@@ -169,6 +176,7 @@ impl TaskService {
                 None,
             );
             self.persist(&task).await?;
+            self.inner.push.resume(&task, &status_event(&task)).await?;
         }
         Ok(())
     }
@@ -194,9 +202,14 @@ impl TaskService {
 
     /// SendMessage: starts a task for the message and, unless `returnImmediately`, waits
     /// until it is terminal or interrupted.
-    pub async fn send(&self, who: &Principal, req: SendMessageRequest) -> Result<Sent, A2aError> {
+    pub async fn send(
+        &self,
+        who: &Principal,
+        req: SendMessageRequest,
+        version: Version,
+    ) -> Result<Sent, A2aError> {
         let config = req.configuration.clone().unwrap_or_default();
-        let feed = match self.start(who, req, false).await? {
+        let feed = match self.start(who, req, false, version).await? {
             Started::Feed(feed) => feed,
             Started::Message(m) => return Ok(Sent::Message(m)),
         };
@@ -215,8 +228,9 @@ impl TaskService {
         &self,
         who: &Principal,
         req: SendMessageRequest,
+        version: Version,
     ) -> Result<TaskStream, A2aError> {
-        match self.start(who, req, true).await? {
+        match self.start(who, req, true, version).await? {
             Started::Feed(feed) => {
                 let (first, events) = feed.subscribe();
                 Ok(TaskStream { first, events })
@@ -228,14 +242,7 @@ impl TaskService {
     /// SubscribeToTask: the task now, then its events. A finished task has nothing to follow.
     pub async fn subscribe(&self, who: &Principal, id: &str) -> Result<TaskStream, A2aError> {
         let task = self.get(who, id, None).await?;
-        let feed = self
-            .inner
-            .live
-            .lock()
-            .unwrap()
-            .get(id)
-            .map(|l| l.feed.clone());
-        match feed {
+        match self.feed(id) {
             Some(feed) if !task.status.state.is_terminal() => {
                 let (first, events) = feed.subscribe();
                 Ok(TaskStream { first, events })
@@ -247,12 +254,20 @@ impl TaskService {
         }
     }
 
-    /// Validates the message and starts its task with the configured executor.
+    /// A running task's feed.
+    fn feed(&self, id: &str) -> Option<Arc<Feed>> {
+        let live = self.inner.live.lock().unwrap();
+        live.get(id).map(|l| l.feed.clone())
+    }
+
+    /// Validates the message (and its inline push config) and starts its task with the
+    /// configured executor.
     async fn start(
         &self,
         who: &Principal,
         req: SendMessageRequest,
         streaming: bool,
+        version: Version,
     ) -> Result<Started, A2aError> {
         require(who, Scope::Control)?;
         let message = req.message;
@@ -261,13 +276,116 @@ impl TaskService {
                 "the message role must be ROLE_USER".into(),
             ));
         }
+        let task_id = message
+            .task_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let push = match req
+            .configuration
+            .and_then(|c| c.task_push_notification_config)
+        {
+            Some(config) => Some(self.inner.push.prepare(&task_id, config, version).await?),
+            None => None,
+        };
         match self.inner.executor {
-            Executor::Conformance => self.start_scripted(who, message, streaming).await,
-            Executor::Shell if message.task_id.is_some() => {
-                self.answer(who, message).await.map(Started::Feed)
+            Executor::Conformance => {
+                self.start_scripted(who, message, task_id, push, streaming)
+                    .await
             }
-            Executor::Shell => self.start_shell(who, message).await.map(Started::Feed),
+            Executor::Shell if message.task_id.is_some() => {
+                self.answer(who, message, push).await.map(Started::Feed)
+            }
+            Executor::Shell => self
+                .start_shell(who, message, task_id, push)
+                .await
+                .map(Started::Feed),
         }
+    }
+
+    /// Stores a push config and, while its task runs here, delivers the task's next events
+    /// to it (decided under the feed's gate, so no event falls in between).
+    async fn attach(&self, target: Target) -> Result<(), A2aError> {
+        self.inner.push.store(&target).await?;
+        if let Some(feed) = self.feed(&target.config.task_id) {
+            let _gate = feed.gate.lock().unwrap();
+            if !feed.snapshot.borrow().status.state.is_terminal() {
+                self.inner.push.open(target);
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a new task's feed and runner, with its push config attached first.
+    async fn launch<F>(
+        &self,
+        task: &Task,
+        push: Option<Target>,
+        runner: impl FnOnce(Arc<Feed>, watch::Receiver<bool>) -> F,
+    ) -> Result<Arc<Feed>, A2aError>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.persist(task).await?;
+        let (feed, cancel) = self.track(task);
+        if let Some(target) = push {
+            self.attach(target).await?;
+        }
+        tokio::spawn(runner(feed.clone(), cancel));
+        Ok(feed)
+    }
+
+    /// CreateTaskPushNotificationConfig: the config as stored (with its id and token).
+    pub async fn create_push(
+        &self,
+        who: &Principal,
+        version: Version,
+        task_id: &str,
+        config: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2aError> {
+        require(who, Scope::Control)?;
+        self.get(who, task_id, Some(0)).await?;
+        let target = self.inner.push.prepare(task_id, config, version).await?;
+        let config = target.config.clone();
+        self.attach(target).await?;
+        Ok(config)
+    }
+
+    /// GetTaskPushNotificationConfig. Configs hold credentials: reading them needs control.
+    pub async fn get_push(
+        &self,
+        who: &Principal,
+        task_id: &str,
+        id: &str,
+    ) -> Result<TaskPushNotificationConfig, A2aError> {
+        require(who, Scope::Control)?;
+        self.get(who, task_id, Some(0)).await?;
+        Ok(self.inner.push.get(task_id, id).await?.config)
+    }
+
+    /// ListTaskPushNotificationConfigs: a page of configs and the next page's token.
+    pub async fn list_push(
+        &self,
+        who: &Principal,
+        task_id: &str,
+        page_size: Option<u32>,
+        page_token: Option<&str>,
+    ) -> Result<(Vec<TaskPushNotificationConfig>, String), A2aError> {
+        require(who, Scope::Control)?;
+        self.get(who, task_id, Some(0)).await?;
+        let (targets, next) = self.inner.push.list(task_id, page_size, page_token).await?;
+        Ok((targets.into_iter().map(|t| t.config).collect(), next))
+    }
+
+    /// DeleteTaskPushNotificationConfig (idempotent).
+    pub async fn delete_push(
+        &self,
+        who: &Principal,
+        task_id: &str,
+        id: &str,
+    ) -> Result<(), A2aError> {
+        require(who, Scope::Control)?;
+        self.get(who, task_id, Some(0)).await?;
+        self.inner.push.delete(task_id, id).await
     }
 
     /// The conformance executor: a scripted scenario chosen by messageId (no session).
@@ -275,6 +393,8 @@ impl TaskService {
         &self,
         who: &Principal,
         mut message: Message,
+        task_id: String,
+        push: Option<Target>,
         streaming: bool,
     ) -> Result<Started, A2aError> {
         let (task, steps) = match message.task_id.clone() {
@@ -302,7 +422,6 @@ impl TaskService {
                     Script::Message(text) => vec![Step::Status(TaskState::Completed, Some(text))],
                     Script::Task(steps) => steps,
                 };
-                let task_id = uuid::Uuid::now_v7().to_string();
                 let context_id = message
                     .context_id
                     .clone()
@@ -320,9 +439,12 @@ impl TaskService {
                 (task, steps)
             }
         };
-        self.persist(&task).await?;
-        let (feed, cancel) = self.track(&task);
-        tokio::spawn(self.clone().play(task, steps, feed.clone(), cancel));
+        let service = self.clone();
+        let feed = self
+            .launch(&task.clone(), push, move |feed, cancel| {
+                service.play(task, steps, feed, cancel)
+            })
+            .await?;
         Ok(Started::Feed(feed))
     }
 
@@ -332,6 +454,7 @@ impl TaskService {
             gate: Mutex::new(()),
             snapshot: watch::channel(task.clone()).0,
             events: broadcast::channel(STREAM_BUFFER).0,
+            push: self.inner.push.clone(),
         });
         let (cancel, cancel_rx) = watch::channel(false);
         self.inner.live.lock().unwrap().insert(
@@ -406,6 +529,8 @@ impl TaskService {
         &self,
         who: &Principal,
         mut message: Message,
+        task_id: String,
+        push: Option<Target>,
     ) -> Result<Arc<Feed>, A2aError> {
         let line = command_line(&message)?;
         let handle = match &message.context_id {
@@ -441,7 +566,6 @@ impl TaskService {
                 handle.id
             )));
         }
-        let task_id = uuid::Uuid::now_v7().to_string();
         message.task_id = Some(task_id.clone());
         message.context_id = Some(handle.id.clone());
         let task = Task {
@@ -452,11 +576,13 @@ impl TaskService {
             history: vec![message],
             metadata: None,
         };
-        self.persist(&task).await?;
-
         let (events, events_rx) = mpsc::unbounded_channel();
-        let (feed, cancel_rx) = self.track(&task);
-        tokio::spawn(self.clone().run(task, events_rx, feed.clone(), cancel_rx));
+        let service = self.clone();
+        let feed = self
+            .launch(&task.clone(), push, move |feed, cancel| {
+                service.run(task, events_rx, feed, cancel)
+            })
+            .await?;
         let queued = handle
             .ask(|reply| {
                 Command::RunTask(
@@ -477,7 +603,12 @@ impl TaskService {
 
     /// A follow-up message for a task waiting for input: its text is typed as the answer.
     /// Returns once the answer is recorded in the task's history.
-    async fn answer(&self, who: &Principal, mut message: Message) -> Result<Arc<Feed>, A2aError> {
+    async fn answer(
+        &self,
+        who: &Principal,
+        mut message: Message,
+        push: Option<Target>,
+    ) -> Result<Arc<Feed>, A2aError> {
         let task_id = message.task_id.clone().unwrap_or_default();
         let task = self.get(who, &task_id, None).await?;
         if task.status.state != TaskState::InputRequired {
@@ -500,18 +631,17 @@ impl TaskService {
             return Err(A2aError::InvalidParams("an answer is one line".into()));
         }
         message.context_id = Some(task.context_id.clone());
-        let feed = self
-            .inner
-            .live
-            .lock()
-            .unwrap()
-            .get(&task_id)
-            .map(|l| l.feed.clone());
-        let (Some(feed), Some(handle)) = (feed, self.inner.sessions.live(&task.context_id)) else {
+        let (Some(feed), Some(handle)) = (
+            self.feed(&task_id),
+            self.inner.sessions.live(&task.context_id),
+        ) else {
             return Err(A2aError::UnsupportedOperation(format!(
                 "task {task_id} no longer runs"
             )));
         };
+        if let Some(target) = push {
+            self.attach(target).await?;
+        }
         let message_id = message.message_id.clone();
         let typed = handle
             .ask(|reply| Command::AnswerTask(task_id.clone(), message, reply))
@@ -608,15 +738,7 @@ impl TaskService {
     /// Persists a transition, then announces it.
     async fn announce(&self, task: &Task, feed: &Feed) {
         self.persist_quietly(task).await;
-        feed.publish(
-            task,
-            StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-                task_id: task.id.clone(),
-                context_id: task.context_id.clone(),
-                status: task.status.clone(),
-                metadata: task.metadata.clone(),
-            }),
-        );
+        feed.publish(task, status_event(task));
     }
 
     /// The snapshot of a task running in this process.
@@ -788,6 +910,16 @@ fn agent_message(text: String, exit_code: Option<i32>) -> Message {
         extensions: Vec::new(),
         reference_task_ids: Vec::new(),
     }
+}
+
+/// The status update that announces a task's current status.
+fn status_event(task: &Task) -> StreamResponse {
+    StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        status: task.status.clone(),
+        metadata: task.metadata.clone(),
+    })
 }
 
 fn status(state: TaskState, text: Option<String>, exit_code: Option<i32>) -> TaskStatus {

@@ -3,8 +3,8 @@
 //! updates. Converted to and from the one normalized model.
 
 use app::a2a::{
-    Artifact, Content, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
-    StreamResponse, Task, TaskState, TaskStatus,
+    Artifact, AuthenticationInfo, Content, Message, Part, Role, SendMessageConfiguration,
+    SendMessageRequest, StreamResponse, Task, TaskPushNotificationConfig, TaskState, TaskStatus,
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -209,10 +209,23 @@ fn message_in(v: &Value) -> Result<Message, A2aError> {
 }
 
 /// The normalized request around a 0.3 message: `configuration.blocking` (the inverse of
-/// `returnImmediately`; blocking is the default), `historyLength`, `metadata`.
-fn request(message: Message, v: &Value) -> SendMessageRequest {
+/// `returnImmediately`; blocking is the default), `historyLength`, the push config,
+/// `metadata`.
+fn request(message: Message, v: &Value) -> Result<SendMessageRequest, A2aError> {
     let config = v.get("configuration");
-    SendMessageRequest {
+    let push = config
+        .and_then(|c| {
+            [
+                "pushNotificationConfig",
+                "pushNotification",
+                "push_notification",
+            ]
+            .iter()
+            .find_map(|k| c.get(*k))
+        })
+        .map(push_config_in)
+        .transpose()?;
+    Ok(SendMessageRequest {
         tenant: None,
         message,
         configuration: Some(SendMessageConfiguration {
@@ -225,9 +238,61 @@ fn request(message: Message, v: &Value) -> SendMessageRequest {
                 .and_then(|c| c.get("blocking"))
                 .and_then(Value::as_bool)
                 == Some(false),
+            task_push_notification_config: push,
         }),
         metadata: v.get("metadata").and_then(Value::as_object).cloned(),
+    })
+}
+
+/// A 0.3 PushNotificationConfig: `{id, url, token, authentication{schemes[], credentials}}`.
+pub fn push_config_in(v: &Value) -> Result<TaskPushNotificationConfig, A2aError> {
+    let text = |key: &str| match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone()).filter(|s| !s.is_empty())),
+        Some(_) => Err(invalid(format!(
+            "pushNotificationConfig.{key} must be a string"
+        ))),
+    };
+    let authentication = match v.get("authentication").filter(|a| !a.is_null()) {
+        Some(a) => {
+            let scheme = a
+                .get("schemes")
+                .and_then(Value::as_array)
+                .and_then(|s| s.first())
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid("authentication.schemes needs a scheme"))?;
+            Some(AuthenticationInfo {
+                scheme: scheme.to_owned(),
+                credentials: str_field(a, "credentials").map(str::to_owned),
+            })
+        }
+        None => None,
+    };
+    Ok(TaskPushNotificationConfig {
+        tenant: None,
+        id: text("id")?.unwrap_or_default(),
+        task_id: String::new(),
+        url: text("url")?.ok_or_else(|| invalid("pushNotificationConfig.url is required"))?,
+        token: text("token")?,
+        authentication,
+    })
+}
+
+/// A config as a 0.3 PushNotificationConfig.
+pub fn push_config(c: &TaskPushNotificationConfig) -> Value {
+    let mut v = json!({ "id": c.id, "url": c.url });
+    if let Some(t) = &c.token {
+        v["token"] = json!(t);
     }
+    if let Some(a) = &c.authentication {
+        v["authentication"] = json!({ "schemes": [a.scheme], "credentials": a.credentials });
+    }
+    v
+}
+
+/// A config as a 0.3 JSON-RPC TaskPushNotificationConfig: `{taskId, pushNotificationConfig}`.
+pub fn task_push_config(c: &TaskPushNotificationConfig) -> Value {
+    json!({ "taskId": c.task_id, "pushNotificationConfig": push_config(c) })
 }
 
 /// MessageSendParams → the normalized request (`blocking` is the inverse of
@@ -237,7 +302,7 @@ pub fn send_params(v: &Value) -> Result<SendMessageRequest, A2aError> {
         v.get("message")
             .ok_or_else(|| invalid("params.message is required"))?,
     )?;
-    Ok(request(message, v))
+    request(message, v)
 }
 
 /// The 0.3 REST binding speaks the ProtoJSON of the 0.3 proto: like 1.0 but messages carry
@@ -370,6 +435,30 @@ pub mod rest {
         Ok(out)
     }
 
+    /// A config as the 0.3 proto's TaskPushNotificationConfig: a resource name and the config.
+    pub fn push_config(c: &TaskPushNotificationConfig) -> Value {
+        json!({
+            "name": format!("tasks/{}/pushNotificationConfigs/{}", c.task_id, c.id),
+            "pushNotificationConfig": super::push_config(c),
+        })
+    }
+
+    /// CreateTaskPushNotificationConfigRequest of the 0.3 proto (`config_id` / `configId`,
+    /// `config.pushNotificationConfig`), or a bare TaskPushNotificationConfig.
+    pub fn create_push_request(v: &Value) -> Result<TaskPushNotificationConfig, A2aError> {
+        let either = |v: &Value, a: &str, b: &str| v.get(a).or_else(|| v.get(b)).cloned();
+        let config = v.get("config").unwrap_or(v);
+        let inner = either(config, "pushNotificationConfig", "push_notification_config")
+            .ok_or_else(|| invalid("config.pushNotificationConfig is required"))?;
+        let mut parsed = super::push_config_in(&inner)?;
+        if parsed.id.is_empty()
+            && let Some(Value::String(id)) = either(v, "configId", "config_id")
+        {
+            parsed.id = id;
+        }
+        Ok(parsed)
+    }
+
     /// SendMessageRequest of the 0.3 proto (`message` or `request`, `configuration.blocking`).
     pub fn send_request(v: &Value) -> Result<SendMessageRequest, A2aError> {
         let mut message = v
@@ -388,7 +477,7 @@ pub mod rest {
         }
         let message: Message =
             serde_json::from_value(message).map_err(|e| invalid(format!("message: {e}")))?;
-        Ok(request(message, v))
+        request(message, v)
     }
 }
 

@@ -1,7 +1,10 @@
 //! The A2A 1.0 JSON-RPC binding at `B/jsonrpc`: JSON-RPC 2.0 over HTTP POST, PascalCase
 //! methods, errors as JSON-RPC error objects whose `data` is an array of `@type` details.
 
-use app::a2a::{ListTasksRequest, SendMessageRequest, TaskIdRequest};
+use app::a2a::{
+    ListPushConfigsRequest, ListTasksRequest, PushConfigRequest, SendMessageRequest, TaskIdRequest,
+    TaskPushNotificationConfig,
+};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -125,7 +128,11 @@ async fn handle(
     Ok(Reply::Value(match method {
         "SendMessage" => json!(
             tasks
-                .send(&who, parse::<SendMessageRequest>(method, params)?)
+                .send(
+                    &who,
+                    parse::<SendMessageRequest>(method, params)?,
+                    Version::V1
+                )
                 .await?
         ),
         "GetTask" => {
@@ -150,7 +157,7 @@ async fn handle(
         "SendStreamingMessage" => {
             let req = parse::<SendMessageRequest>(method, params)?;
             return Ok(Reply::Stream(
-                Box::new(tasks.send_stream(&who, req).await?),
+                Box::new(tasks.send_stream(&who, req, Version::V1).await?),
                 Version::V1,
             ));
         }
@@ -161,10 +168,36 @@ async fn handle(
                 Version::V1,
             ));
         }
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => return Err(A2aError::PushNotificationNotSupported),
+        "CreateTaskPushNotificationConfig" => {
+            let config = parse::<TaskPushNotificationConfig>(method, params)?;
+            let task_id = config.task_id.clone();
+            if task_id.is_empty() {
+                return Err(A2aError::InvalidParams(format!(
+                    "{method}: taskId is required"
+                )));
+            }
+            json!(
+                tasks
+                    .create_push(&who, Version::V1, &task_id, config)
+                    .await?
+            )
+        }
+        "GetTaskPushNotificationConfig" => {
+            let p = parse::<PushConfigRequest>(method, params)?;
+            json!(tasks.get_push(&who, &p.task_id, &p.id).await?)
+        }
+        "ListTaskPushNotificationConfigs" => {
+            let p = parse::<ListPushConfigsRequest>(method, params)?;
+            let (configs, next) = tasks
+                .list_push(&who, &p.task_id, p.page_size, p.page_token.as_deref())
+                .await?;
+            json!({ "configs": configs, "nextPageToken": next })
+        }
+        "DeleteTaskPushNotificationConfig" => {
+            let p = parse::<PushConfigRequest>(method, params)?;
+            tasks.delete_push(&who, &p.task_id, &p.id).await?;
+            Value::Null
+        }
         "GetExtendedAgentCard" => {
             return Err(A2aError::UnsupportedOperation(
                 "this agent has no extended card (capabilities.extendedAgentCard is false)".into(),
@@ -183,12 +216,17 @@ async fn v03_method(
 ) -> Result<Reply, A2aError> {
     let tasks = &state.tasks;
     Ok(Reply::Value(match method {
-        "message/send" => match tasks.send(who, v03::send_params(&params)?).await? {
+        "message/send" => match tasks
+            .send(who, v03::send_params(&params)?, Version::V03)
+            .await?
+        {
             Sent::Task(t) => v03::task(&t),
             Sent::Message(m) => v03::message(&m),
         },
         "message/stream" => {
-            let stream = tasks.send_stream(who, v03::send_params(&params)?).await?;
+            let stream = tasks
+                .send_stream(who, v03::send_params(&params)?, Version::V03)
+                .await?;
             return Ok(Reply::Stream(Box::new(stream), Version::V03));
         }
         "tasks/get" => {
@@ -204,12 +242,61 @@ async fn v03_method(
             let stream = tasks.subscribe(who, &p.id).await?;
             return Ok(Reply::Stream(Box::new(stream), Version::V03));
         }
-        m if m.starts_with("tasks/pushNotificationConfig/") => {
-            return Err(A2aError::PushNotificationNotSupported);
+        "tasks/pushNotificationConfig/set" => {
+            let task_id = str_param(&params, "taskId")?;
+            let config =
+                v03::push_config_in(params.get("pushNotificationConfig").ok_or_else(|| {
+                    A2aError::InvalidParams("params.pushNotificationConfig is required".into())
+                })?)?;
+            v03::task_push_config(
+                &tasks
+                    .create_push(who, Version::V03, task_id, config)
+                    .await?,
+            )
+        }
+        "tasks/pushNotificationConfig/get" => {
+            let task_id = str_param(&params, "id")?;
+            let config = match params
+                .get("pushNotificationConfigId")
+                .and_then(Value::as_str)
+            {
+                Some(id) => tasks.get_push(who, task_id, id).await?,
+                // 0.3 clients that know one config per task ask without an id.
+                None => tasks
+                    .list_push(who, task_id, Some(1), None)
+                    .await?
+                    .0
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| A2aError::PushConfigNotFound {
+                        task: task_id.to_owned(),
+                        config: "(any)".into(),
+                    })?,
+            };
+            v03::task_push_config(&config)
+        }
+        "tasks/pushNotificationConfig/list" => {
+            let task_id = str_param(&params, "id")?;
+            let (configs, _) = tasks.list_push(who, task_id, Some(100), None).await?;
+            Value::Array(configs.iter().map(v03::task_push_config).collect())
+        }
+        "tasks/pushNotificationConfig/delete" => {
+            let task_id = str_param(&params, "id")?;
+            let id = str_param(&params, "pushNotificationConfigId")?;
+            tasks.delete_push(who, task_id, id).await?;
+            Value::Null
         }
         "agent/getAuthenticatedExtendedCard" => return Err(A2aError::ExtendedCardNotConfigured),
         other => return Err(A2aError::MethodNotFound(format!("no method {other:?}"))),
     }))
+}
+
+fn str_param<'a>(params: &'a Value, key: &str) -> Result<&'a str, A2aError> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| A2aError::InvalidParams(format!("params.{key} is required")))
 }
 
 fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, A2aError> {

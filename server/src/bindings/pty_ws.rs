@@ -23,8 +23,8 @@ use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
-use crate::a2a::A2aError;
 use crate::a2a::service::TaskStream;
+use crate::a2a::{A2aError, Version};
 
 use crate::auth::{self, Principal, Scope};
 use crate::clock;
@@ -738,7 +738,7 @@ impl TaskContext {
         let answer = match op {
             TaskOp::SendMessage(mut req) => match self.bind(&mut req.message) {
                 Ok(()) => tasks
-                    .send(&self.principal, req)
+                    .send(&self.principal, *req, Version::V1)
                     .await
                     .map(|sent| ("SendMessage.Response", json!(sent))),
                 Err(e) => Err(e),
@@ -767,7 +767,7 @@ impl TaskContext {
             }
             TaskOp::SendStreamingMessage(mut req) => {
                 let started = match self.bind(&mut req.message) {
-                    Ok(()) => tasks.send_stream(&self.principal, req).await,
+                    Ok(()) => tasks.send_stream(&self.principal, *req, Version::V1).await,
                     Err(e) => Err(e),
                 };
                 return self.follow(started, "SendStreamingMessage.Accepted").await;
@@ -904,14 +904,13 @@ fn apply(task: &mut Task, event: &StreamResponse) {
 /// (google.rpc.Status with its ErrorInfo) in `a2a_error`.
 fn a2a_error_frame(request_id: &str, e: &A2aError) -> String {
     let code = match e {
-        A2aError::TaskNotFound(_) => ErrorCode::TaskNotFound,
+        A2aError::TaskNotFound(_) | A2aError::PushConfigNotFound { .. } => ErrorCode::TaskNotFound,
         A2aError::TaskNotCancelable(_) => ErrorCode::TaskNotCancelable,
         A2aError::InvalidRequest(_) | A2aError::InvalidParams(_) => ErrorCode::InvalidRequest,
         A2aError::Unauthenticated(_) => ErrorCode::Unauthenticated,
         A2aError::PermissionDenied(_) => ErrorCode::PermissionDenied,
         A2aError::StreamLagged(_) | A2aError::Internal => ErrorCode::Internal,
         A2aError::UnsupportedOperation(_)
-        | A2aError::PushNotificationNotSupported
         | A2aError::ExtendedCardNotConfigured
         | A2aError::MethodNotFound(_)
         | A2aError::VersionNotSupported(_)

@@ -19,7 +19,7 @@ use crate::a2a::service::TaskStream;
 use crate::a2a::{A2aError, Version, v03};
 use crate::auth::{self, Principal};
 use crate::http::{AppState, header_bearer};
-use app::a2a::Task;
+use app::a2a::{Task, TaskPushNotificationConfig};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
 
@@ -44,11 +44,11 @@ fn operations() -> Router<AppState> {
         .route("/tasks/{task}", get(get_task).post(task_action))
         .route(
             "/tasks/{task}/pushNotificationConfigs",
-            get(push_unsupported).post(push_unsupported),
+            get(list_push).post(create_push),
         )
         .route(
             "/tasks/{task}/pushNotificationConfigs/{config}",
-            get(push_unsupported).delete(push_unsupported),
+            get(get_push).delete(delete_push),
         )
         .route("/extendedAgentCard", get(extended_card))
 }
@@ -229,11 +229,16 @@ async fn send_message(
 ) -> Response {
     let result = async {
         let (who, req) = sender(&state, media, &headers, uri.query(), &body).await?;
-        Ok::<_, A2aError>(match (media.version, state.tasks.send(&who, req).await?) {
-            (Version::V1, sent) => json_value(&sent),
-            (Version::V03, Sent::Task(t)) => json!({ "task": v03::rest::task(&t) }),
-            (Version::V03, Sent::Message(m)) => json!({ "message": v03::rest::message(&m) }),
-        })
+        Ok::<_, A2aError>(
+            match (
+                media.version,
+                state.tasks.send(&who, req, media.version).await?,
+            ) {
+                (Version::V1, sent) => json_value(&sent),
+                (Version::V03, Sent::Task(t)) => json!({ "task": v03::rest::task(&t) }),
+                (Version::V03, Sent::Message(m)) => json!({ "message": v03::rest::message(&m) }),
+            },
+        )
     }
     .await;
     answer(media, result)
@@ -380,7 +385,7 @@ async fn stream_message(
 ) -> Response {
     let started = async {
         let (who, req) = sender(&state, media, &headers, uri.query(), &body).await?;
-        state.tasks.send_stream(&who, req).await
+        state.tasks.send_stream(&who, req, media.version).await
     }
     .await;
     streamed(media, started)
@@ -402,8 +407,108 @@ async fn subscribe(
     streamed(media, started)
 }
 
-async fn push_unsupported(axum::Extension(media): axum::Extension<Media>) -> Response {
-    error_response(&A2aError::PushNotificationNotSupported, media)
+/// A push config in the caller's version.
+fn push_json(media: Media, config: &TaskPushNotificationConfig) -> Value {
+    match media.version {
+        Version::V1 => json_value(config),
+        Version::V03 => v03::rest::push_config(config),
+    }
+}
+
+async fn create_push(
+    State(state): State<AppState>,
+    axum::Extension(media): axum::Extension<Media>,
+    Path(TaskPath { task }): Path<TaskPath>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let who = principal(&state, &headers, uri.query()).await?;
+        let malformed = |e: serde_json::Error| {
+            A2aError::InvalidRequest(format!("TaskPushNotificationConfig: {e}"))
+        };
+        let config = match media.version {
+            Version::V1 => serde_json::from_slice(&body).map_err(malformed)?,
+            Version::V03 => {
+                v03::rest::create_push_request(&serde_json::from_slice(&body).map_err(malformed)?)?
+            }
+        };
+        let stored = state
+            .tasks
+            .create_push(&who, media.version, &task, config)
+            .await?;
+        Ok::<_, A2aError>(push_json(media, &stored))
+    }
+    .await;
+    answer(media, result)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PushPath {
+    task: String,
+    config: String,
+}
+
+async fn get_push(
+    State(state): State<AppState>,
+    axum::Extension(media): axum::Extension<Media>,
+    Path(PushPath { task, config }): Path<PushPath>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
+    let result = async {
+        let who = principal(&state, &headers, uri.query()).await?;
+        let config = state.tasks.get_push(&who, &task, &config).await?;
+        Ok::<_, A2aError>(push_json(media, &config))
+    }
+    .await;
+    answer(media, result)
+}
+
+async fn list_push(
+    State(state): State<AppState>,
+    axum::Extension(media): axum::Extension<Media>,
+    Path(TaskPath { task }): Path<TaskPath>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
+    let result = async {
+        let who = principal(&state, &headers, uri.query()).await?;
+        let page_size = number(&q, "pageSize")?;
+        let (configs, next) = state
+            .tasks
+            .list_push(
+                &who,
+                &task,
+                page_size,
+                q.get("pageToken").map(String::as_str),
+            )
+            .await?;
+        Ok::<_, A2aError>(json!({
+            "configs": configs.iter().map(|c| push_json(media, c)).collect::<Vec<_>>(),
+            "nextPageToken": next,
+        }))
+    }
+    .await;
+    answer(media, result)
+}
+
+async fn delete_push(
+    State(state): State<AppState>,
+    axum::Extension(media): axum::Extension<Media>,
+    Path(PushPath { task, config }): Path<PushPath>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
+    let result = async {
+        let who = principal(&state, &headers, uri.query()).await?;
+        state.tasks.delete_push(&who, &task, &config).await?;
+        Ok::<_, A2aError>(json!({}))
+    }
+    .await;
+    answer(media, result)
 }
 
 async fn extended_card(axum::Extension(media): axum::Extension<Media>) -> Response {
