@@ -9,15 +9,24 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use crate::a2a::extensions::Declared;
 use crate::http::AppState;
 use crate::sessions::{BACKENDS, CLASSES};
+
+/// The extensions the card declares, as requests activate them.
+pub const EXTENSIONS: [Declared; 1] = [PTY_EXTENSION];
+
+const PTY_EXTENSION: Declared = Declared {
+    uri: wire::EXTENSION_URI,
+    required: false,
+};
 
 fn pty_extension(state: &AppState) -> Value {
     let s = state.sessions.settings();
     json!({
-        "uri": wire::EXTENSION_URI,
+        "uri": PTY_EXTENSION.uri,
         "description": "PTY roles (controller/observer), replay, membership and keyframes on the pty-ws/v1 binding.",
-        "required": false,
+        "required": PTY_EXTENSION.required,
         "params": {
             "max_controllers": s.max_controllers,
             "max_observers": s.max_observers,

@@ -707,3 +707,70 @@ async fn the_0_3_rest_surface_speaks_0_3_protojson_on_the_same_tasks() {
     let (status, _) = legacy(&s, "GET", "/card", None).await;
     assert_eq!(status, 400);
 }
+
+#[tokio::test]
+async fn activated_extensions_are_echoed_in_the_header_they_came_in() {
+    const PTY: &str = "https://agentic-sandbox.aiwg.io/extensions/pty-extensions/v1";
+    let s = TestServer::start(&[]).await;
+    let echoed = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    let v1 = s
+        .http
+        .get(s.url("/tasks"))
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .header(
+            "A2A-Extensions",
+            format!("https://unknown.example/x, {PTY}"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(v1.status(), 200);
+    assert_eq!(
+        echoed(&v1, "a2a-extensions").as_deref(),
+        Some(PTY),
+        "unknown URIs are ignored"
+    );
+
+    let legacy = s
+        .http
+        .get(s.url("/v1/tasks/nope"))
+        .bearer_auth(ADMIN)
+        .header("X-A2A-Extensions", PTY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(echoed(&legacy, "x-a2a-extensions").as_deref(), Some(PTY));
+    assert_eq!(echoed(&legacy, "a2a-extensions"), None);
+
+    let rpc = s
+        .http
+        .post(s.url("/jsonrpc"))
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .header("A2A-Extensions", PTY)
+        .header("Content-Type", "application/json")
+        .body(json!({ "jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {} }).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(echoed(&rpc, "a2a-extensions").as_deref(), Some(PTY));
+
+    let plain = s
+        .http
+        .get(s.url("/tasks"))
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        echoed(&plain, "a2a-extensions"),
+        None,
+        "nothing activated, nothing echoed"
+    );
+}

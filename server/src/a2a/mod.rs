@@ -1,6 +1,7 @@
 //! A2A: the errors every binding maps into its own vocabulary, and the task service
 //! that every binding calls (`service`).
 
+pub mod extensions;
 pub mod service;
 pub mod v03;
 
@@ -58,6 +59,8 @@ pub enum A2aError {
     ExtendedCardNotConfigured,
     #[error("{0}")]
     VersionNotSupported(String),
+    #[error("this agent requires the extension {0}: activate it with the A2A-Extensions header")]
+    ExtensionSupportRequired(String),
     /// The request is not valid JSON or not the expected shape.
     #[error("{0}")]
     InvalidRequest(String),
@@ -86,6 +89,7 @@ impl A2aError {
             A2aError::ContentTypeNotSupported(_) => "CONTENT_TYPE_NOT_SUPPORTED",
             A2aError::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             A2aError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
+            A2aError::ExtensionSupportRequired(_) => "EXTENSION_SUPPORT_REQUIRED",
             A2aError::InvalidRequest(_) => "INVALID_REQUEST",
             A2aError::InvalidParams(_) => "INVALID_PARAMS",
             A2aError::MethodNotFound(_) => "METHOD_NOT_FOUND",
@@ -105,7 +109,10 @@ impl A2aError {
             A2aError::TaskNotCancelable(_)
             | A2aError::ExtendedCardNotConfigured
             | A2aError::UnsupportedOperation(_)
-            | A2aError::VersionNotSupported(_) => (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION"),
+            | A2aError::VersionNotSupported(_)
+            | A2aError::ExtensionSupportRequired(_) => {
+                (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION")
+            }
             A2aError::ContentTypeNotSupported(_)
             | A2aError::InvalidRequest(_)
             | A2aError::InvalidParams(_) => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
@@ -126,6 +133,7 @@ impl A2aError {
             A2aError::ExtendedCardNotConfigured => -32007,
             A2aError::UnsupportedOperation(_) => -32004,
             A2aError::ContentTypeNotSupported(_) => -32005,
+            A2aError::ExtensionSupportRequired(_) => -32008,
             A2aError::VersionNotSupported(_) => -32009,
             A2aError::InvalidRequest(_) => -32600,
             A2aError::MethodNotFound(_) => -32601,

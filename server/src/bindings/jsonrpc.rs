@@ -14,9 +14,10 @@ use serde_json::{Value, json};
 
 use crate::a2a::service::Sent;
 use crate::a2a::service::TaskStream;
-use crate::a2a::{A2aError, Version, v03};
+use crate::a2a::{A2aError, Version, extensions, v03};
 use crate::auth;
 use crate::auth::Principal;
+use crate::card;
 use crate::http::{AppState, header_bearer};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
@@ -32,7 +33,11 @@ pub async fn endpoint(
         Err(e) => return reply(StatusCode::OK, &parse_error(&e.to_string())),
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
-    match handle(&state, &headers, uri.query(), request).await {
+    let activation = match extensions::activate(&headers, &card::EXTENSIONS) {
+        Ok(a) => a,
+        Err(e) => return reply(StatusCode::OK, &error_object(&id, &e)),
+    };
+    let mut resp = match handle(&state, &headers, uri.query(), request).await {
         Ok(Reply::Value(result)) => reply(
             StatusCode::OK,
             &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
@@ -45,7 +50,9 @@ pub async fn endpoint(
             };
             reply(status, &error_object(&id, &e))
         }
-    }
+    };
+    activation.echo(resp.headers_mut());
+    resp
 }
 
 /// A method's answer: one result, or a stream of them in a protocol version's shapes.

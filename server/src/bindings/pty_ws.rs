@@ -914,6 +914,7 @@ fn a2a_error_frame(request_id: &str, e: &A2aError) -> String {
         | A2aError::ExtendedCardNotConfigured
         | A2aError::MethodNotFound(_)
         | A2aError::VersionNotSupported(_)
+        | A2aError::ExtensionSupportRequired(_)
         | A2aError::ContentTypeNotSupported(_) => ErrorCode::UnsupportedOperation,
     };
     let mut payload = wire::error_payload(code, &e.to_string());

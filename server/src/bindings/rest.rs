@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 
 use crate::a2a::service::Sent;
 use crate::a2a::service::TaskStream;
-use crate::a2a::{A2aError, Version, v03};
+use crate::a2a::{A2aError, Version, extensions, v03};
 use crate::auth::{self, Principal};
+use crate::card;
 use crate::http::{AppState, header_bearer};
 use app::a2a::{Task, TaskPushNotificationConfig};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -94,11 +95,17 @@ async fn negotiate(State(version): State<Version>, mut req: Request, next: Next)
     } else {
         None
     };
-    let mut resp = match refusal {
-        Some(e) => error_response(&e, media),
-        None => {
+    let activated = match refusal {
+        Some(e) => Err(e),
+        None => extensions::activate(headers, &card::EXTENSIONS),
+    };
+    let mut resp = match activated {
+        Err(e) => error_response(&e, media),
+        Ok(activation) => {
             req.extensions_mut().insert(media);
-            next.run(req).await
+            let mut resp = next.run(req).await;
+            activation.echo(resp.headers_mut());
+            resp
         }
     };
     resp.headers_mut().insert(

@@ -1,0 +1,136 @@
+//! Extension activation: a request names the extensions it activates in `A2A-Extensions`
+//! (0.3 clients: `X-A2A-Extensions`); the answer echoes the ones this agent declares in the
+//! same header. Unknown URIs are ignored; a declared `required` extension the request does
+//! not activate is ExtensionSupportRequired.
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+
+use super::A2aError;
+
+/// An extension the AgentCard declares.
+#[derive(Debug, Clone, Copy)]
+pub struct Declared {
+    pub uri: &'static str,
+    pub required: bool,
+}
+
+pub const HEADER: &str = "a2a-extensions";
+pub const LEGACY_HEADER: &str = "x-a2a-extensions";
+
+/// The activated URIs in declaration order, and the header names the request used.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Activation {
+    pub uris: Vec<&'static str>,
+    headers: Vec<&'static str>,
+}
+
+impl Activation {
+    /// Echoes the activated extensions in the header(s) the request named them in.
+    pub fn echo(&self, response: &mut HeaderMap) {
+        if self.uris.is_empty() {
+            return;
+        }
+        if let Ok(value) = HeaderValue::from_str(&self.uris.join(", ")) {
+            for name in &self.headers {
+                response.insert(HeaderName::from_static(name), value.clone());
+            }
+        }
+    }
+}
+
+/// What a request activates of `declared`.
+pub fn activate(request: &HeaderMap, declared: &[Declared]) -> Result<Activation, A2aError> {
+    let mut named = Vec::new();
+    let mut headers = Vec::new();
+    for header in [HEADER, LEGACY_HEADER] {
+        let mut present = false;
+        for value in request.get_all(header) {
+            present = true;
+            let text = value.to_str().unwrap_or("");
+            named.extend(
+                text.split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        if present {
+            headers.push(header);
+        }
+    }
+    let uris: Vec<&'static str> = declared
+        .iter()
+        .filter(|d| named.iter().any(|n| n == d.uri))
+        .map(|d| d.uri)
+        .collect();
+    if let Some(missing) = declared
+        .iter()
+        .find(|d| d.required && !uris.contains(&d.uri))
+    {
+        return Err(A2aError::ExtensionSupportRequired(missing.uri.to_owned()));
+    }
+    Ok(Activation { uris, headers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPTIONAL: Declared = Declared {
+        uri: "https://x.example/ext/a/v1",
+        required: false,
+    };
+    const REQUIRED: Declared = Declared {
+        uri: "https://x.example/ext/b/v1",
+        required: true,
+    };
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn declared_extensions_are_activated_and_echoed_unknown_ones_ignored() {
+        let a = activate(
+            &headers(&[(
+                HEADER,
+                "https://unknown.example/e, https://x.example/ext/a/v1",
+            )]),
+            &[OPTIONAL],
+        )
+        .unwrap();
+        assert_eq!(a.uris, [OPTIONAL.uri]);
+        let mut out = HeaderMap::new();
+        a.echo(&mut out);
+        assert_eq!(out.get(HEADER).unwrap(), OPTIONAL.uri);
+        assert!(out.get(LEGACY_HEADER).is_none());
+
+        let legacy = activate(&headers(&[(LEGACY_HEADER, OPTIONAL.uri)]), &[OPTIONAL]).unwrap();
+        let mut out = HeaderMap::new();
+        legacy.echo(&mut out);
+        assert_eq!(out.get(LEGACY_HEADER).unwrap(), OPTIONAL.uri);
+
+        let none = activate(&HeaderMap::new(), &[OPTIONAL]).unwrap();
+        let mut out = HeaderMap::new();
+        none.echo(&mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_required_extension_not_activated_is_extension_support_required() {
+        let err = activate(&headers(&[(HEADER, OPTIONAL.uri)]), &[OPTIONAL, REQUIRED]).unwrap_err();
+        assert_eq!(err.reason(), "EXTENSION_SUPPORT_REQUIRED");
+        assert_eq!(err.jsonrpc_code(), -32008);
+        assert_eq!(err.http().0, 400);
+        let ok = activate(
+            &headers(&[(HEADER, REQUIRED.uri), (HEADER, OPTIONAL.uri)]),
+            &[OPTIONAL, REQUIRED],
+        )
+        .unwrap();
+        assert_eq!(ok.uris, [OPTIONAL.uri, REQUIRED.uri]);
+    }
+}
