@@ -129,7 +129,7 @@ pub async fn superset(State(state): State<AppState>) -> Response {
             "endpoint": state.attach_url("{session_id}"),
             "preference": "secondary",
             "operations": wire::CORE_OPERATIONS,
-            "notes": "Interactive PTY attach (subprotocol pty-ws.v1, bearer in Authorization or a bearer.<base64url> subprotocol entry). ListTasks would be scoped to the attached session.",
+            "notes": "Interactive PTY attach (subprotocol pty-ws.v1, bearer in Authorization or a bearer.<base64url> subprotocol entry). ListTasks is scoped to the attached session. Push notification configs are not carried here (UNSUPPORTED_OPERATION): use the HTTP+JSON or JSON-RPC interface.",
         }],
         "protocolVersion": "0.3.0",
         "url": format!("{}/jsonrpc", state.base_url()),

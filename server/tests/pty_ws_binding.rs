@@ -92,6 +92,17 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
 
     let id = c.send("pty.make_coffee", json!({})).await;
     assert_error(&c.next().await, Some(&id), "UNSUPPORTED_OPERATION");
+    let id = c
+        .send("SetTaskPushNotificationConfig", json!({ "task_id": "t" }))
+        .await;
+    let e = c.next().await;
+    assert_error(&e, Some(&id), "UNSUPPORTED_OPERATION");
+    assert!(
+        e["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("JSON-RPC")
+    );
     let id = c.send("SendMessage", json!({ "message": {} })).await;
     let e = c.next().await;
     assert_error(&e, Some(&id), "INVALID_REQUEST");

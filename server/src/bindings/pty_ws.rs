@@ -360,9 +360,10 @@ impl Connection {
                 return self.refuse(sink, id, ErrorCode::InvalidRequest, &m).await;
             }
             Err((id, DecodeError::Unsupported(op))) => {
-                let m = if wire::CORE_OPERATIONS.contains(&op.as_str()) {
+                // Binding §4.7: push configs are control-plane operations, served elsewhere.
+                let m = if op.contains("PushNotificationConfig") {
                     format!(
-                        "{op} is not yet available on this binding; see binding_hello.supported_operations"
+                        "{op} is not carried on pty-ws/v1: use the HTTP+JSON or JSON-RPC interface of the AgentCard"
                     )
                 } else {
                     format!("unknown op {op:?}")
