@@ -1,5 +1,6 @@
-"""The official Python a2a-sdk client against the real ptyhost, over HTTP+JSON 1.0 and
-JSON-RPC 1.0: it resolves the card, sends commands, reads, lists and cancels tasks."""
+"""The official Python a2a-sdk client against the real ptyhost, over each of HTTP+JSON 1.0,
+JSON-RPC 1.0, HTTP+JSON 0.3 and JSON-RPC 0.3: it sends commands, streams them, reads, lists,
+cancels and subscribes to tasks, and manages push notification configs."""
 
 import asyncio
 import os
@@ -15,18 +16,26 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
 
 TOKEN = "sdk-test-admin-token"
-BINDINGS = ["HTTP+JSON", "JSONRPC"]
+# (binding, protocol version): 1.0 clients resolve ptyhost's own card; 0.3 clients get a
+# card with only the 0.3 interface, which makes the SDK use its 0.3 compat transports.
+INTERFACES = [("HTTP+JSON", "1.0"), ("JSONRPC", "1.0"), ("HTTP+JSON", "0.3"), ("JSONRPC", "0.3")]
+IDS = [f"{b} {v}" for b, v in INTERFACES]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +43,8 @@ def server():
     binary = os.environ.get("PTYHOST_BIN", "../../target/debug/ptyhost")
     data = tempfile.mkdtemp(prefix="ptyhost-sdk-")
     proc = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--bootstrap-token", TOKEN],
+        [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--bootstrap-token", TOKEN,
+         "--push-allow-loopback"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     line = proc.stdout.readline()
@@ -44,11 +54,22 @@ def server():
     proc.wait(timeout=10)
 
 
-def run(server, binding, body, streaming=False):
+def run(server, interface, body, streaming=False):
+    binding, version = interface
+
     async def go():
         http = httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
         config = ClientConfig(supported_protocol_bindings=[binding], httpx_client=http, streaming=streaming)
-        client = await create_client(server, client_config=config)
+        if version == "1.0":
+            card = server
+        else:
+            url = f"{server}/jsonrpc" if binding == "JSONRPC" else server
+            card = AgentCard(
+                name="ptyhost", description="the 0.3 view", version="1",
+                capabilities=AgentCapabilities(streaming=True, push_notifications=True),
+                supported_interfaces=[AgentInterface(protocol_binding=binding, protocol_version="0.3", url=url)],
+            )
+        client = await create_client(card, client_config=config)
         try:
             return await body(client)
         finally:
@@ -69,31 +90,32 @@ async def send(client, text, context_id=None, return_immediately=False):
     return events[0].task
 
 
-@pytest.mark.parametrize("binding", BINDINGS)
-def test_send_runs_the_command_and_get_and_list_read_it_back(server, binding):
+@pytest.mark.parametrize("interface", INTERFACES, ids=IDS)
+def test_send_runs_the_command_and_get_and_list_read_it_back(server, interface):
     async def body(client):
-        task = await send(client, f"echo hello-{binding}")
+        task = await send(client, f"echo hello-{interface[1]}")
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
-        assert task.artifacts[0].parts[0].text == f"hello-{binding}\r\n"
+        assert task.artifacts[0].parts[0].text == f"hello-{interface[1]}\r\n"
         again = await client.get_task(GetTaskRequest(id=task.id))
         assert again.id == task.id and again.status.state == TaskState.TASK_STATE_COMPLETED
-        page = await client.list_tasks(ListTasksRequest(context_id=task.context_id, page_size=10))
-        assert [t.id for t in page.tasks] == [task.id]
-        assert page.next_page_token == ""
-    run(server, binding, body)
+        if interface[1] == "1.0":  # 0.3 has no ListTasks
+            page = await client.list_tasks(ListTasksRequest(context_id=task.context_id, page_size=10))
+            assert [t.id for t in page.tasks] == [task.id]
+            assert page.next_page_token == ""
+    run(server, interface, body)
 
 
-@pytest.mark.parametrize("binding", BINDINGS)
-def test_a_failing_command_fails_the_task_with_its_exit_code(server, binding):
+@pytest.mark.parametrize("interface", INTERFACES, ids=IDS)
+def test_a_failing_command_fails_the_task_with_its_exit_code(server, interface):
     async def body(client):
-        task = await send(client, "false")
+        task = await send(client, "sh -c 'exit 3'")
         assert task.status.state == TaskState.TASK_STATE_FAILED
-        assert task.metadata["exit_code"] == 1
-    run(server, binding, body)
+        assert task.metadata["exit_code"] == 3
+    run(server, interface, body)
 
 
-@pytest.mark.parametrize("binding", BINDINGS)
-def test_cancel_stops_a_running_command_and_the_shell_goes_on(server, binding):
+@pytest.mark.parametrize("interface", INTERFACES, ids=IDS)
+def test_cancel_stops_a_running_command_and_the_shell_goes_on(server, interface):
     async def body(client):
         task = await send(client, "sleep 100", return_immediately=True)
         await asyncio.sleep(0.3)
@@ -101,11 +123,11 @@ def test_cancel_stops_a_running_command_and_the_shell_goes_on(server, binding):
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
         after = await send(client, "echo still-here", context_id=task.context_id)
         assert after.artifacts[0].parts[0].text == "still-here\r\n"
-    run(server, binding, body)
+    run(server, interface, body)
 
 
-@pytest.mark.parametrize("binding", BINDINGS)
-def test_streaming_delivers_the_task_then_updates_until_it_completes(server, binding):
+@pytest.mark.parametrize("interface", INTERFACES, ids=IDS)
+def test_streaming_delivers_the_task_then_updates_until_it_completes(server, interface):
     async def body(client):
         message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[Part(text="echo one; echo two")])
         events = [ev async for ev in client.send_message(SendMessageRequest(message=message))]
@@ -116,26 +138,47 @@ def test_streaming_delivers_the_task_then_updates_until_it_completes(server, bin
         )
         assert streamed == "one\r\ntwo\r\n"
         assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-    run(server, binding, body, streaming=True)
+    run(server, interface, body, streaming=True)
 
 
-def test_the_sdk_0_3_compat_transport_drives_the_0_3_surface(server):
-    """A card listing only the 0.3 JSON-RPC interface makes the SDK speak 0.3 shapes."""
-    async def go():
-        card = AgentCard(
-            name="ptyhost", description="0.3 view", version="1",
-            capabilities=AgentCapabilities(streaming=False),
-            supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=f"{server}/jsonrpc")],
+@pytest.mark.parametrize("interface", INTERFACES, ids=IDS)
+def test_subscribe_follows_a_running_task_to_its_end(server, interface):
+    async def start(client):
+        return await send(client, "sleep 1; echo late", return_immediately=True)
+    task = run(server, interface, start)
+
+    async def body(client):
+        events = [ev async for ev in client.subscribe(SubscribeToTaskRequest(id=task.id))]
+        assert events[0].HasField("task") and events[0].task.id == task.id
+        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        final = await client.get_task(GetTaskRequest(id=task.id))
+        assert final.artifacts[0].parts[0].text == "late\r\n"
+    run(server, interface, body, streaming=True)
+
+
+@pytest.mark.parametrize("interface", INTERFACES, ids=IDS)
+def test_push_notification_configs_are_created_read_listed_and_deleted(server, interface):
+    async def body(client):
+        task = await send(client, "sleep 30", return_immediately=True)
+        made = await client.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task.id, id="hook-1", url="http://127.0.0.1:9/hook", token="tok-1")
         )
-        http = httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
-        client = await create_client(card, client_config=ClientConfig(supported_protocol_bindings=["JSONRPC"], httpx_client=http, streaming=False))
-        try:
-            task = await send(client, "echo via-0.3")
-            assert task.status.state == TaskState.TASK_STATE_COMPLETED
-            assert task.artifacts[0].parts[0].text == "via-0.3\r\n"
-            again = await client.get_task(GetTaskRequest(id=task.id))
-            assert again.id == task.id
-        finally:
-            await client.close()
-            await http.aclose()
-    asyncio.run(go())
+        assert (made.id, made.url, made.token) == ("hook-1", "http://127.0.0.1:9/hook", "tok-1")
+        got = await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task.id, id="hook-1")
+        )
+        assert got.url == made.url
+        if interface != ("HTTP+JSON", "0.3"):  # the SDK's 0.3 REST transport lacks list and delete
+            page = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+            assert [c.id for c in page.configs] == ["hook-1"]
+            await client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="hook-1")
+            )
+            page = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+            assert list(page.configs) == []
+        await client.cancel_task(CancelTaskRequest(id=task.id))
+    run(server, interface, body)

@@ -501,6 +501,30 @@ async fn version_and_content_type_are_negotiated_and_mirrored() {
         "INVALID_ARGUMENT",
         "CONTENT_TYPE_NOT_SUPPORTED",
     );
+    let untyped = s
+        .http
+        .post(&url)
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        untyped.status(),
+        400,
+        "a body without a Content-Type is not JSON"
+    );
+    // A bare POST (no body, no Content-Type), as SDKs send `:cancel`, is accepted.
+    let bare = s
+        .http
+        .post(s.url("/tasks/nope:cancel"))
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 404, "it reaches the operation");
     // Also served under the instance base.
     let (status, _) = s
         .call(

@@ -209,35 +209,32 @@ fn message_in(v: &Value) -> Result<Message, A2aError> {
 }
 
 /// The normalized request around a 0.3 message: `configuration.blocking` (the inverse of
-/// `returnImmediately`; blocking is the default), `historyLength`, the push config,
-/// `metadata`.
-fn request(message: Message, v: &Value) -> Result<SendMessageRequest, A2aError> {
+/// `returnImmediately`), `historyLength`, the push config, `metadata`. JSON-RPC blocks
+/// unless `blocking` is false; the REST proto's `blocking` is a plain bool, so there a
+/// configuration without it (`false` is not printed) does not block.
+fn request(message: Message, v: &Value, proto3: bool) -> Result<SendMessageRequest, A2aError> {
     let config = v.get("configuration");
-    let push = config
-        .and_then(|c| {
-            [
-                "pushNotificationConfig",
-                "pushNotification",
-                "push_notification",
-            ]
-            .iter()
-            .find_map(|k| c.get(*k))
-        })
-        .map(push_config_in)
-        .transpose()?;
+    let field = |names: &[&str]| config.and_then(|c| names.iter().find_map(|k| c.get(*k)));
+    let push = field(&[
+        "pushNotificationConfig",
+        "pushNotification",
+        "push_notification",
+    ])
+    .map(push_config_in)
+    .transpose()?;
+    let blocking = match field(&["blocking"]).and_then(Value::as_bool) {
+        Some(b) => b,
+        None => !(proto3 && config.is_some()),
+    };
     Ok(SendMessageRequest {
         tenant: None,
         message,
         configuration: Some(SendMessageConfiguration {
             accepted_output_modes: Vec::new(),
-            history_length: config
-                .and_then(|c| c.get("historyLength"))
+            history_length: field(&["historyLength", "history_length"])
                 .and_then(Value::as_u64)
                 .map(|n| n as u32),
-            return_immediately: config
-                .and_then(|c| c.get("blocking"))
-                .and_then(Value::as_bool)
-                == Some(false),
+            return_immediately: !blocking,
             task_push_notification_config: push,
         }),
         metadata: v.get("metadata").and_then(Value::as_object).cloned(),
@@ -302,7 +299,7 @@ pub fn send_params(v: &Value) -> Result<SendMessageRequest, A2aError> {
         v.get("message")
             .ok_or_else(|| invalid("params.message is required"))?,
     )?;
-    request(message, v)
+    request(message, v, false)
 }
 
 /// The 0.3 REST binding speaks the ProtoJSON of the 0.3 proto: like 1.0 but messages carry
@@ -410,7 +407,11 @@ pub mod rest {
             json!({ "data": d.get("data").cloned().unwrap_or(Value::Null) })
         } else if let Some(f) = p.get("file") {
             let mut out = Map::new();
-            match (f.get("fileWithBytes"), f.get("fileWithUri")) {
+            let either = |camel: &str, snake: &str| f.get(camel).or_else(|| f.get(snake));
+            match (
+                either("fileWithBytes", "file_with_bytes"),
+                either("fileWithUri", "file_with_uri"),
+            ) {
                 (Some(b), None) => out.insert("raw".into(), b.clone()),
                 (None, Some(u)) => out.insert("url".into(), u.clone()),
                 _ => {
@@ -419,7 +420,7 @@ pub mod rest {
                     ));
                 }
             };
-            if let Some(m) = f.get("mimeType") {
+            if let Some(m) = either("mimeType", "mime_type") {
                 out.insert("mediaType".into(), m.clone());
             }
             if let Some(n) = f.get("name") {
@@ -477,7 +478,7 @@ pub mod rest {
         }
         let message: Message =
             serde_json::from_value(message).map_err(|e| invalid(format!("message: {e}")))?;
-        request(message, v)
+        request(message, v, true)
     }
 }
 
@@ -527,6 +528,21 @@ mod tests {
             Content::Data(json!({ "a": 1 }))
         );
         assert!(req.configuration.unwrap().return_immediately);
+        // The proto's bool: a configuration without `blocking` (false is not printed)
+        // returns at once; no configuration, or `blocking: true`, blocks.
+        let m = json!({ "message_id": "m", "role": "ROLE_USER", "content": [{ "text": "ls" }] });
+        for (config, immediate) in [
+            (Some(json!({ "history_length": 3 })), true),
+            (Some(json!({ "blocking": true })), false),
+            (None, false),
+        ] {
+            let mut v = json!({ "request": m });
+            if let Some(c) = config {
+                v["configuration"] = c;
+            }
+            let c = rest::send_request(&v).unwrap().configuration.unwrap();
+            assert_eq!(c.return_immediately, immediate, "{v}");
+        }
         let back = rest::message(&req.message);
         assert!(back.get("parts").is_none());
         assert_eq!(back["content"][1]["file"]["fileWithUri"], "https://x/y");

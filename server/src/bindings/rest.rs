@@ -131,18 +131,27 @@ fn pick_media(headers: &HeaderMap) -> &'static str {
     }
 }
 
+/// A JSON media type, or no body at all (clients post `:cancel` and `:subscribe` bare).
 fn content_type_ok(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .is_some_and(|t| t == JSON || t == A2A_JSON)
+    match headers.get(header::CONTENT_TYPE) {
+        Some(v) => v
+            .to_str()
+            .ok()
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
+            .is_some_and(|t| t == JSON || t == A2A_JSON),
+        None => {
+            !headers.contains_key(header::TRANSFER_ENCODING)
+                && headers
+                    .get(header::CONTENT_LENGTH)
+                    .is_none_or(|n| n.as_bytes() == b"0")
+        }
+    }
 }
 
 fn respond(media: Media, status: axum::http::StatusCode, body: &Value) -> Response {
