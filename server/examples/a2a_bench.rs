@@ -1,0 +1,237 @@
+//! GetTask and SendMessage(returnImmediately) requests per second on ptyhost against the
+//! same operations on a2a-sdk's own Python server with a trivial agent, side by side in one
+//! run, over HTTP+JSON 1.0; one summary line per figure, with the ratio.
+//!
+//!     scripts/bench-a2a.sh            (installs the Python side, builds, runs this)
+//!     cargo run --release -p server --example a2a_bench -- PYTHON [PTYHOST_BIN] [SECS] [CONCURRENCY]
+//!
+//! ptyhost runs `--executor conformance` (its trivial scripted agent), so both sides do
+//! protocol work only; ptyhost also authenticates every request and persists every task
+//! transition in SQLite, the baseline keeps tasks in memory without auth.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+const TOKEN: &str = "bench-admin-token";
+
+/// A server under test: where it listens and how it is asked.
+struct Target {
+    name: &'static str,
+    base: String,
+    token: Option<&'static str>,
+    child: tokio::process::Child,
+}
+
+impl Target {
+    fn request(
+        &self,
+        http: &reqwest::Client,
+        method: reqwest::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        let req = http
+            .request(method, format!("{}{path}", self.base))
+            .header("A2A-Version", "1.0");
+        match self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
+    /// SendMessage(returnImmediately); returns the task id.
+    async fn send(&self, http: &reqwest::Client, n: u64) -> anyhow::Result<String> {
+        let body = json!({
+            "message": { "messageId": format!("tck-complete-task-{n}"), "role": "ROLE_USER", "parts": [{ "text": "hi" }] },
+            "configuration": { "returnImmediately": true },
+        });
+        let resp = self
+            .request(http, reqwest::Method::POST, "/message:send")
+            .header("Content-Type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await?;
+        anyhow::ensure!(resp.status().is_success(), "SendMessage: {}", resp.status());
+        let v: Value = resp.json().await?;
+        v["task"]["id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow::anyhow!("SendMessage answered no task: {v}"))
+    }
+
+    async fn get(&self, http: &reqwest::Client, id: &str) -> anyhow::Result<()> {
+        let resp = self
+            .request(http, reqwest::Method::GET, &format!("/tasks/{id}"))
+            .send()
+            .await?;
+        anyhow::ensure!(resp.status().is_success(), "GetTask: {}", resp.status());
+        resp.bytes().await?;
+        Ok(())
+    }
+
+    /// Resident memory of the server process, in MiB.
+    fn rss_mib(&self) -> f64 {
+        let Some(pid) = self.child.id() else {
+            return 0.0;
+        };
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            })
+            .map_or(0.0, |kb| kb / 1024.0)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    GetTask,
+    SendMessage,
+}
+
+/// Requests per second of `op` with `concurrency` clients for `secs` (after a 1 s warm-up).
+async fn rate(target: &Arc<Target>, op: Op, secs: f64, concurrency: usize) -> anyhow::Result<f64> {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency)
+        .build()?;
+    let task = target.send(&http, 0).await?;
+    let done = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let measuring = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Instant::now() + Duration::from_secs_f64(secs + 1.0);
+    let mut workers = Vec::new();
+    for w in 0..concurrency {
+        let (target, http, task) = (target.clone(), http.clone(), task.clone());
+        let (done, failed, measuring) = (done.clone(), failed.clone(), measuring.clone());
+        workers.push(tokio::spawn(async move {
+            let mut n = (w as u64) << 32;
+            while Instant::now() < stop {
+                n += 1;
+                let ok = match op {
+                    Op::GetTask => target.get(&http, &task).await.is_ok(),
+                    Op::SendMessage => target.send(&http, n).await.is_ok(),
+                };
+                if measuring.load(Ordering::Relaxed) {
+                    if ok { &done } else { &failed }.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    for w in workers {
+        w.await?;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let failed = failed.load(Ordering::Relaxed);
+    anyhow::ensure!(failed == 0, "{}: {failed} requests failed", target.name);
+    Ok(done.load(Ordering::Relaxed) as f64 / elapsed)
+}
+
+async fn listening(child: &mut tokio::process::Child, prefix: &str) -> anyhow::Result<String> {
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Some(line) = lines.next_line().await? {
+        if let Some(addr) = line.strip_prefix(prefix) {
+            return Ok(addr.trim().to_owned());
+        }
+    }
+    anyhow::bail!("the server exited before listening")
+}
+
+async fn start_ptyhost(bin: &Path, dir: &Path) -> anyhow::Result<Target> {
+    let mut child = tokio::process::Command::new(bin)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--executor",
+            "conformance",
+        ])
+        .args(["--bootstrap-token", TOKEN, "--data-dir"])
+        .arg(dir.join("data"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let addr = listening(&mut child, "listening on http://").await?;
+    Ok(Target {
+        name: "ptyhost",
+        base: format!("http://{addr}"),
+        token: Some(TOKEN),
+        child,
+    })
+}
+
+async fn start_sdk(python: &Path) -> anyhow::Result<Target> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/a2a_sdk_server.py");
+    let child = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http
+        .get(format!("{base}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .is_err()
+    {
+        anyhow::ensure!(Instant::now() < deadline, "a2a-sdk server did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(Target {
+        name: "a2a-sdk",
+        base,
+        token: None,
+        child,
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let python = PathBuf::from(args.next().ok_or_else(|| {
+        anyhow::anyhow!("usage: a2a_bench PYTHON [PTYHOST_BIN] [SECS] [CONCURRENCY]")
+    })?);
+    let bin = args.next().map(PathBuf::from).unwrap_or_else(|| {
+        let exe = std::env::current_exe().unwrap();
+        exe.parent().unwrap().parent().unwrap().join("ptyhost")
+    });
+    let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5.0);
+    let concurrency: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(16);
+    let dir = tempfile::tempdir()?;
+    let ptyhost = Arc::new(start_ptyhost(&bin, dir.path()).await?);
+    let sdk = Arc::new(start_sdk(&python).await?);
+    println!("# {secs} s per figure, {concurrency} concurrent clients, HTTP+JSON 1.0, one machine");
+    for (label, op) in [
+        ("GetTask", Op::GetTask),
+        ("SendMessage(returnImmediately)", Op::SendMessage),
+    ] {
+        let ours = rate(&ptyhost, op, secs, concurrency).await?;
+        let theirs = rate(&sdk, op, secs, concurrency).await?;
+        println!(
+            "{label} req/s: ptyhost {ours:.0}, a2a-sdk {theirs:.0}, ratio {:.2}",
+            ours / theirs
+        );
+    }
+    println!(
+        "RSS after the run MiB: ptyhost {:.1}, a2a-sdk {:.1}",
+        ptyhost.rss_mib(),
+        sdk.rss_mib()
+    );
+    Ok(())
+}
