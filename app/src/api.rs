@@ -199,6 +199,36 @@ mod browser {
             })
     }
 
+    /// An A2A 1.0 HTTP+JSON read (it needs `A2A-Version`).
+    pub async fn get_a2a<T: DeserializeOwned>(path: &str, token: &str) -> Result<T, Failure> {
+        send(Request::get(path).header("A2A-Version", "1.0"), token, None)
+            .await?
+            .ok_or_else(|| Failure {
+                status: 204,
+                message: "no content".into(),
+            })
+    }
+
+    /// Runs `load` now and then every `period_ms` while the calling component lives and
+    /// its sign-in stays the same.
+    pub fn poll(auth: Auth, period_ms: u32, load: impl Fn() + Copy + 'static) {
+        let alive = RwSignal::new(true);
+        on_cleanup(move || alive.set(false));
+        Effect::new(move |_| {
+            let Some(token) = auth.token.get() else {
+                return;
+            };
+            leptos::task::spawn_local(async move {
+                while alive.try_get_untracked().unwrap_or(false)
+                    && auth.token.get_untracked().as_deref() == Some(token.as_str())
+                {
+                    load();
+                    gloo_timers::future::TimeoutFuture::new(period_ms).await;
+                }
+            });
+        });
+    }
+
     pub async fn post<T: DeserializeOwned>(
         path: &str,
         token: &str,

@@ -7,6 +7,7 @@ pub mod api;
 #[cfg(feature = "hydrate")]
 mod client;
 mod sessions;
+mod tasks;
 mod terminal;
 pub mod wire;
 

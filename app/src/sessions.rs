@@ -37,23 +37,7 @@ pub fn SessionsPage() -> impl IntoView {
         });
     };
     #[cfg(feature = "hydrate")]
-    {
-        let alive = RwSignal::new(true);
-        on_cleanup(move || alive.set(false));
-        Effect::new(move |_| {
-            let Some(token) = auth.token.get() else {
-                return;
-            };
-            leptos::task::spawn_local(async move {
-                while alive.try_get_untracked().unwrap_or(false)
-                    && auth.token.get_untracked().as_deref() == Some(token.as_str())
-                {
-                    load();
-                    gloo_timers::future::TimeoutFuture::new(REFRESH_MS).await;
-                }
-            });
-        });
-    }
+    crate::api::poll(auth, REFRESH_MS, load);
     #[cfg(not(feature = "hydrate"))]
     let load = move || {};
 

@@ -137,6 +137,7 @@ pub fn TerminalPage() -> impl IntoView {
                         .collect_view()
                 }}
             </ul>
+            <crate::tasks::TaskList sid=Signal::derive(sid) />
             <Show when=me_controls>
                 <ShareLinks sid=Signal::derive(sid) />
             </Show>

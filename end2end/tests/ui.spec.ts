@@ -103,6 +103,30 @@ test('the sessions page lists the session live and opens its terminal', async ()
   await expect(ctl.locator('.role')).toHaveText('controller');
 });
 
+test("the terminal page lists the session's A2A tasks live and shows a task's output", async () => {
+  const send = (text: string) => ctl.evaluate(async ({ sid, text }) => {
+    const r = await fetch('/message:send', {
+      method: 'POST',
+      headers: { 'Authorization': `Bearer ${sessionStorage.getItem('ptyhost.token')}`, 'A2A-Version': '1.0', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ message: { messageId: crypto.randomUUID(), role: 'ROLE_USER', contextId: sid, parts: [{ text }] }, configuration: { returnImmediately: true } }),
+    });
+    return (await r.json()).task.id as string;
+  }, { sid, text });
+  const ok = await send('echo task-$((6*7))');
+  const failing = await send("sh -c 'exit 3'");
+  const okRow = ctl.locator(`.tasks li[data-task="${ok}"]`);
+  await expect(okRow).toHaveAttribute('data-state', 'completed');
+  await expect(okRow).toContainText('echo task-$((6*7))');
+  await expect(okRow).toContainText('exit 0');
+  await expect(okRow.locator('.dur')).toHaveText(/\d+(\.\d)? m?s/);
+  const failRow = ctl.locator(`.tasks li[data-task="${failing}"]`);
+  await expect(failRow).toHaveAttribute('data-state', 'failed');
+  await expect(failRow).toContainText('exit 3');
+  await okRow.getByRole('button').click();
+  await expect(ctl.getByLabel('Task output')).toHaveText('task-42\n');
+  await expect(rows(ctl)).toContainText('task-42', { timeout: 1000 });
+});
+
 test('an observer link shows the same screen read-only and its keys never reach the PTY', async ({ browser }) => {
   await ctl.getByRole('button', { name: 'Share read-only link' }).click();
   observerLink = await ctl.locator('.share-url').inputValue();
