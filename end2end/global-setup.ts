@@ -12,7 +12,8 @@ export default async function globalSetup() {
   const server = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], {
     cwd: '..',
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'warn' },
+    // HOME is the data dir: the shells read none of this machine's dotfiles.
+    env: { ...process.env, HOME: dataDir, RUST_LOG: process.env.RUST_LOG ?? 'warn' },
   });
   const lines = createInterface({ input: server.stdout! });
   const link = await new Promise<string>((resolve, reject) => {

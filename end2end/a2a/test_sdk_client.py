@@ -46,6 +46,7 @@ def server():
         [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--bootstrap-token", TOKEN,
          "--push-allow-loopback"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "HOME": data},  # the shells read none of this machine's dotfiles
     )
     line = proc.stdout.readline()
     assert line.startswith("listening on "), line

@@ -204,6 +204,7 @@ async fn start_server(
             "--data-dir",
         ])
         .arg(dir.join("data"))
+        .env("HOME", dir)
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
