@@ -14,6 +14,35 @@ pub const SUBPROTOCOL_BINARY: &str = "pty-ws.v1.binary";
 /// Prefix of the subprotocol entry that carries a bearer token for browsers.
 pub const BEARER_SUBPROTOCOL_PREFIX: &str = "bearer.";
 pub const SNAPSHOT_FORMAT: &str = "vt100-screen-state-v1";
+/// Binary PTY frames under `pty-ws.v1.binary` (binding §3.1): output is `PW1O`, the u64
+/// big-endian session sequence, the stream id (1 = the PTY) and raw bytes; input is `PW1I`
+/// and raw bytes.
+pub const BINARY_OUTPUT_MAGIC: &[u8; 4] = b"PW1O";
+pub const BINARY_INPUT_MAGIC: &[u8; 4] = b"PW1I";
+pub const BINARY_STREAM_PTY: u8 = 1;
+
+/// A `PW1O` output frame.
+pub fn binary_output(sequence: u64, data: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(13 + data.len());
+    frame.extend_from_slice(BINARY_OUTPUT_MAGIC);
+    frame.extend_from_slice(&sequence.to_be_bytes());
+    frame.push(BINARY_STREAM_PTY);
+    frame.extend_from_slice(data);
+    frame
+}
+
+/// The sequence, stream id and bytes of a `PW1O` frame.
+pub fn parse_binary_output(frame: &[u8]) -> Option<(u64, u8, &[u8])> {
+    let rest = frame.strip_prefix(BINARY_OUTPUT_MAGIC)?;
+    let (seq, rest) = rest.split_first_chunk::<8>()?;
+    let (stream, data) = rest.split_first()?;
+    Some((u64::from_be_bytes(*seq), *stream, data))
+}
+
+/// A `PW1I` input frame.
+pub fn binary_input(data: &[u8]) -> Vec<u8> {
+    [BINARY_INPUT_MAGIC.as_slice(), data].concat()
+}
 pub const OP_SESSION_FRAME: &str = "pty.session_frame";
 
 /// One frame on the socket. Client frames never carry `sequence`.
@@ -482,6 +511,19 @@ pub fn error_payload(code: ErrorCode, message: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binary_frames_round_trip() {
+        let frame = binary_output(0x0102_0304_0506_0708, b"hi\x1b[0m");
+        assert_eq!(&frame[..13], b"PW1O\x01\x02\x03\x04\x05\x06\x07\x08\x01");
+        assert_eq!(
+            parse_binary_output(&frame),
+            Some((0x0102_0304_0506_0708, 1, b"hi\x1b[0m".as_slice()))
+        );
+        assert_eq!(parse_binary_output(b"PW1O\x00\x00"), None);
+        assert_eq!(parse_binary_output(b"PW1I1234567890"), None);
+        assert_eq!(binary_input(b"ls\r"), b"PW1Ils\r");
+    }
 
     #[test]
     fn input_payload_decodes_base64_bytes() {

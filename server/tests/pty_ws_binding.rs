@@ -488,7 +488,7 @@ async fn binding_scenario_8_conflicting_or_missing_subprotocol_is_400_and_unknow
     let sid = cat_session(&s).await;
     let auth = format!("Bearer {ADMIN}");
     let url = s.ws_url(&sid);
-    for protocols in [None, Some("graphql-ws"), Some("pty-ws.v1.binary")] {
+    for protocols in [None, Some("graphql-ws"), Some("pty-ws.v2, graphql-ws")] {
         let mut headers = vec![("Authorization", auth.as_str())];
         if let Some(p) = protocols {
             headers.push(("Sec-WebSocket-Protocol", p));
@@ -803,4 +803,114 @@ async fn a_late_joiners_keyframe_repaints_a_full_screen_program_cell_for_cell() 
     assert_eq!(from_keyframe.cells(), from_output.cells());
     assert_eq!(from_keyframe.cursor(), from_output.cursor());
     assert!(from_keyframe.alternate_screen());
+}
+
+/// Reads a binary client's frames until its PW1O output holds `needle`; returns the output
+/// frames as (sequence, stream, bytes) and any JSON frames seen meanwhile.
+async fn binary_output_until(
+    c: &mut Client,
+    needle: &str,
+) -> (Vec<(u64, u8, Vec<u8>)>, Vec<Value>) {
+    let (mut outputs, mut json) = (Vec::new(), Vec::new());
+    let mut text = Vec::new();
+    while !String::from_utf8_lossy(&text).contains(needle) {
+        match c.next_frame(WAIT).await.expect("a frame") {
+            Frame::Binary(b) => {
+                let (seq, stream, data) = app::wire::parse_binary_output(&b).expect("a PW1O frame");
+                text.extend_from_slice(data);
+                outputs.push((seq, stream, data.to_vec()));
+            }
+            Frame::Json(v) => json.push(v),
+        }
+    }
+    (outputs, json)
+}
+
+#[tokio::test]
+async fn binding_scenario_9_binary_output_is_pw1o_frames_of_raw_pty_bytes() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut bin = Client::connect_binary(&s.ws_url(&sid), ADMIN).await;
+    assert_eq!(
+        bin.protocol, "pty-ws.v1.binary",
+        "only the selected token is echoed"
+    );
+    assert_eq!(bin.hello["payload"]["payload_mode"]["binary"], true);
+    bin.join("controller").await;
+    let mut json = s.attach(&sid, ADMIN).await;
+    assert_eq!(json.hello["payload"]["payload_mode"]["binary"], false);
+    json.join("observer").await;
+
+    // The tty echoes ESC as "^["; cat's own output has the raw byte.
+    bin.input("é € 中 \u{1b}[1mbold\n").await;
+    let (outputs, others) = binary_output_until(&mut bin, "\u{1b}[1mbold").await;
+    assert!(
+        others.iter().all(|f| kind(f) != "Output"),
+        "no JSON/base64 output frames for a binary client: {others:?}"
+    );
+    assert!(outputs.iter().all(|(_, stream, _)| *stream == 1));
+    let raw: Vec<u8> = outputs.iter().flat_map(|(_, _, d)| d.clone()).collect();
+    assert!(
+        String::from_utf8(raw)
+            .unwrap()
+            .contains("é € 中 \u{1b}[1mbold"),
+        "raw bytes, not base64"
+    );
+
+    // The JSON viewer gets the same frames, same sequences, as base64.
+    let frames = json.output_until("\u{1b}[1mbold").await;
+    let as_json: Vec<(u64, Vec<u8>)> = frames
+        .iter()
+        .filter(|f| kind(f) == "Output")
+        .map(|f| (seq(f), output_bytes(f)))
+        .collect();
+    let as_binary: Vec<(u64, Vec<u8>)> = outputs.into_iter().map(|(s, _, d)| (s, d)).collect();
+    assert_eq!(
+        as_binary, as_json,
+        "one counter, one content, two encodings"
+    );
+}
+
+#[tokio::test]
+async fn binding_scenario_10_binary_input_is_raw_pty_input_and_needs_control() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut ctl = Client::connect_binary(&s.ws_url(&sid), ADMIN).await;
+    ctl.join("controller").await;
+    ctl.send_binary(app::wire::binary_input(
+        "typed-in-binary \u{e9}\n".as_bytes(),
+    ))
+    .await;
+    binary_output_until(&mut ctl, "typed-in-binary é").await;
+
+    // An observer's PW1I is refused and never reaches the PTY.
+    let observe = s.token("pty:observe", None).await;
+    let mut obs = Client::connect_binary(&s.ws_url(&sid), &observe).await;
+    obs.join("observer").await;
+    obs.send_binary(app::wire::binary_input(b"observer-wrote\n"))
+        .await;
+    let refused = loop {
+        match obs.next_frame(WAIT).await.expect("a frame") {
+            Frame::Json(f) if f["op"] == "Error" => break f,
+            _ => continue,
+        }
+    };
+    assert_eq!(refused["payload"]["code"], "PERMISSION_DENIED", "{refused}");
+    ctl.send_binary(app::wire::binary_input(b"after\n")).await;
+    let (outputs, _) = binary_output_until(&mut ctl, "after").await;
+    let text: Vec<u8> = outputs.into_iter().flat_map(|(_, _, d)| d).collect();
+    assert!(!String::from_utf8_lossy(&text).contains("observer-wrote"));
+
+    // Binary frames that are not PW1I, or on a JSON connection, are invalid requests.
+    ctl.send_binary(b"PW1Oxxxxxxxxx".to_vec()).await;
+    let e = loop {
+        match ctl.next_frame(WAIT).await.expect("a frame") {
+            Frame::Json(f) if f["op"] == "Error" => break f,
+            _ => continue,
+        }
+    };
+    assert_eq!(e["payload"]["code"], "INVALID_REQUEST");
+    let mut json = s.attach(&sid, ADMIN).await;
+    json.send_binary(app::wire::binary_input(b"x")).await;
+    assert_error(&json.next().await, None, "INVALID_REQUEST");
 }

@@ -51,14 +51,16 @@ pub async fn attach(
 ) -> Response {
     match check_attach(&state, &sid, &uri, &headers).await {
         Err(e) => e.into_response(),
-        Ok(principal) => match upgrade {
+        Ok((principal, subprotocol)) => match upgrade {
             Err(rejection) => rejection.into_response(),
             Ok(ws) => {
                 let tracker = state.connections.clone();
-                ws.protocols([SUBPROTOCOL_JSON])
+                let binary = subprotocol == SUBPROTOCOL_BINARY;
+                ws.protocols([subprotocol])
                     .max_message_size(MAX_FRAME_BYTES)
                     .on_upgrade(move |socket| {
-                        tracker.track_future(Connection::new(state, principal, sid).run(socket))
+                        let connection = Connection::new(state, principal, sid, binary);
+                        tracker.track_future(connection.run(socket))
                     })
             }
         },
@@ -70,7 +72,7 @@ async fn check_attach(
     sid: &str,
     uri: &Uri,
     headers: &HeaderMap,
-) -> Result<Principal, ApiError> {
+) -> Result<(Principal, &'static str), ApiError> {
     refuse_query_token(uri.query())?;
     if state.refuse_plain_ws {
         return Err(ApiError::forbidden(
@@ -94,18 +96,18 @@ async fn check_attach(
         .flat_map(|v| v.split(','))
         .map(str::trim)
         .collect();
-    if !offered.contains(&SUBPROTOCOL_JSON) {
-        let message = if offered.contains(&SUBPROTOCOL_BINARY) {
-            "pty-ws.v1.binary is not offered by this server; request pty-ws.v1"
-        } else {
-            "the Sec-WebSocket-Protocol header must include pty-ws.v1"
-        };
+    // The first of ours the client offers is the one it prefers.
+    let Some(subprotocol) = offered.iter().find_map(|p| {
+        [SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON]
+            .into_iter()
+            .find(|o| o == p)
+    }) else {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_request",
-            message,
+            "the Sec-WebSocket-Protocol header must include pty-ws.v1 or pty-ws.v1.binary",
         ));
-    }
+    };
     let token = header_bearer(headers)
         .map(str::to_owned)
         .or_else(|| auth::bearer_from_subprotocols(offered.iter().copied()));
@@ -116,7 +118,7 @@ async fn check_attach(
     if !known {
         return Err(ApiError::not_found(format!("no session {sid}")));
     }
-    Ok(principal)
+    Ok((principal, subprotocol))
 }
 
 type Sink = SplitSink<WebSocket, Message>;
@@ -157,6 +159,8 @@ struct Connection {
     service_parameters: Map<String, Value>,
     seen_first_frame: bool,
     member: Option<Membership>,
+    /// `pty-ws.v1.binary`: output as `PW1O`, input also as `PW1I`.
+    binary: bool,
     span: tracing::Span,
     /// Answers and updates of A2A operations, which run beside the connection loop.
     task_frames: mpsc::Sender<String>,
@@ -170,7 +174,7 @@ struct Connection {
 const TASK_FRAME_QUEUE: usize = 256;
 
 impl Connection {
-    fn new(state: AppState, principal: Principal, session_id: String) -> Connection {
+    fn new(state: AppState, principal: Principal, session_id: String, binary: bool) -> Connection {
         let span = tracing::info_span!(
             "pty_ws", session_id = %session_id, token_id = %principal.token_id,
             scope = %principal.scope, client_id = tracing::field::Empty,
@@ -184,6 +188,7 @@ impl Connection {
             service_parameters: Map::new(),
             seen_first_frame: false,
             member: None,
+            binary,
             span,
             task_frames,
             task_frames_rx,
@@ -237,7 +242,7 @@ impl Connection {
                     "reattach_supported": true,
                 },
                 "payload_mode": {
-                    "binary": false,
+                    "binary": self.binary,
                     "binary_subprotocol": SUBPROTOCOL_BINARY,
                     "json_subprotocol": SUBPROTOCOL_JSON,
                 },
@@ -261,6 +266,12 @@ impl Connection {
                             }
                             continue;
                         }
+                        Some(Outbound::Binary(frame)) => {
+                            if self.send_message(sink, Message::Binary(frame)).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
                         Some(Outbound::Goodbye(reason)) => reason,
                         None => "session_closed",
                     };
@@ -278,10 +289,8 @@ impl Connection {
                             return;
                         }
                     }
-                    Some(Ok(Message::Binary(_))) => {
-                        let e = error_frame(None, ErrorCode::InvalidRequest,
-                            "binary frames need the pty-ws.v1.binary subprotocol");
-                        if self.send(sink, e).await.is_err() {
+                    Some(Ok(Message::Binary(frame))) => {
+                        if let Flow::Stop = self.on_binary(sink, &frame).await {
                             return;
                         }
                     }
@@ -349,6 +358,32 @@ impl Connection {
         match self.send(sink, error_frame(id, code, message)).await {
             Ok(()) => Flow::Continue,
             Err(()) => Flow::Stop,
+        }
+    }
+
+    /// A binary frame: `PW1I` input under `pty-ws.v1.binary`, held to the same scope and
+    /// role checks as `pty.session_input`.
+    async fn on_binary(&mut self, sink: &mut Sink, frame: &[u8]) -> Flow {
+        let input = match frame.strip_prefix(wire::BINARY_INPUT_MAGIC) {
+            Some(data) if self.binary => data.to_vec(),
+            _ => {
+                let m = if self.binary {
+                    "a binary frame must be PW1I input"
+                } else {
+                    "binary frames need the pty-ws.v1.binary subprotocol"
+                };
+                return self.refuse(sink, None, ErrorCode::InvalidRequest, m).await;
+            }
+        };
+        match self
+            .ask_member(Scope::Control, "input", |c, r| Command::Input(c, input, r))
+            .await
+        {
+            Ok(()) => Flow::Continue,
+            Err(refusal) => {
+                self.refuse(sink, None, refusal.code, &refusal.message)
+                    .await
+            }
         }
     }
 
@@ -597,6 +632,7 @@ impl Connection {
             replay_from: env.replay_from,
             size,
             out: out_tx,
+            binary: self.binary,
         };
         let joined = match handle.ask(|r| Command::Join(request, r)).await {
             None => return self.replay_closed(sink, id, env.replay_from).await,

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use app::wire::{
-    Base64Bytes, ClientRef, CloseReason, ErrorCode, OutputStream, PtyErrorCode, Role,
+    self, Base64Bytes, ClientRef, CloseReason, ErrorCode, OutputStream, PtyErrorCode, Role,
     SNAPSHOT_FORMAT, SessionFrame,
 };
 use bytes::Bytes;
@@ -115,6 +115,8 @@ struct Member {
     scope: Scope,
     label: Option<String>,
     out: mpsc::Sender<Outbound>,
+    /// Takes output as `PW1O` binary frames (`pty-ws.v1.binary`).
+    binary: bool,
     lagged: bool,
     last_keyframe_request: Option<Instant>,
 }
@@ -461,9 +463,17 @@ impl Actor {
     }
 
     /// Numbers, encodes, retains, persists and fans out one frame; `skip` does not get it
-    /// through its queue (the joiner receives it in its initial flush instead).
+    /// through its queue (the joiner receives it in its initial flush instead). Output goes
+    /// to binary members as `PW1O`, encoded once; the JSON form is what is retained and
+    /// replayed to everyone.
     fn broadcast(&mut self, frame: SessionFrame, skip: Option<&str>) -> Bytes {
         let seq = self.next_seq();
+        let binary = match &frame {
+            SessionFrame::Output { data, .. } if self.members.iter().any(|m| m.binary) => {
+                Some(Bytes::from(wire::binary_output(seq, &data.0)))
+            }
+            _ => None,
+        };
         let stored = new_frame(seq, &frame, clock::now_ms());
         let json = stored.frame.clone();
         self.ring.push(seq, json.clone());
@@ -471,7 +481,11 @@ impl Actor {
         let _ = self.persist.send(Persist::Frame(stored));
         for i in 0..self.members.len() {
             if skip != Some(self.members[i].client_id.as_str()) {
-                self.deliver(i, &json);
+                let out = match &binary {
+                    Some(b) if self.members[i].binary => Outbound::Binary(b.clone()),
+                    _ => Outbound::Frame(json.clone()),
+                };
+                self.deliver(i, out);
             }
         }
         json
@@ -486,7 +500,7 @@ impl Actor {
     /// Queues a frame for member `i` without waiting. A full queue marks it lagging; once
     /// its queue has room again it gets `PTY_OUTPUT_LAGGED` and a fresh keyframe instead of
     /// what it missed.
-    fn deliver(&mut self, i: usize, json: &Bytes) {
+    fn deliver(&mut self, i: usize, out: Outbound) {
         if self.members[i].lagged {
             if self.members[i].out.capacity() < 2 {
                 return;
@@ -505,9 +519,7 @@ impl Actor {
             return;
         }
         let m = &mut self.members[i];
-        if let Err(mpsc::error::TrySendError::Full(_)) =
-            m.out.try_send(Outbound::Frame(json.clone()))
-        {
+        if let Err(mpsc::error::TrySendError::Full(_)) = m.out.try_send(out) {
             tracing::debug!(session_id = %self.id, client_id = %m.client_id, "viewer lagging");
             m.lagged = true;
         }
@@ -515,7 +527,7 @@ impl Actor {
 
     fn deliver_to(&mut self, client_id: &str, json: Bytes) {
         if let Some(i) = self.index(client_id) {
-            self.deliver(i, &json);
+            self.deliver(i, Outbound::Frame(json));
         }
     }
 
@@ -664,6 +676,7 @@ impl Actor {
             scope: req.scope,
             label: req.label,
             out: req.out,
+            binary: req.binary,
             lagged: false,
             last_keyframe_request: None,
         });
@@ -800,7 +813,7 @@ impl Actor {
             downgraded: downgrade.as_ref().map(|_| true),
             reason: downgrade,
         });
-        self.deliver(i, &assigned);
+        self.deliver(i, Outbound::Frame(assigned));
         if granted != current {
             self.members[i].role = granted;
             tracing::info!(session_id = %self.id, client_id, from = ?current, to = ?granted, "role changed");
@@ -852,7 +865,7 @@ impl Actor {
         }
         self.members[i].last_keyframe_request = Some(now);
         let frame = self.personal_keyframe();
-        self.deliver(i, &frame);
+        self.deliver(i, Outbound::Frame(frame));
         Ok(())
     }
 

@@ -242,7 +242,10 @@ pub fn new_frame(sequence: u64, frame: &SessionFrame, created_at: i64) -> NewFra
 /// What a connection receives from its session after joining.
 #[derive(Debug)]
 pub enum Outbound {
+    /// A JSON text frame.
     Frame(Bytes),
+    /// A binary frame (`PW1O` output).
+    Binary(Bytes),
     /// The session is over (or the server stops): say goodbye with this reason and close.
     Goodbye(&'static str),
 }
@@ -255,6 +258,8 @@ pub struct JoinRequest {
     pub replay_from: Option<u64>,
     pub size: Option<(u16, u16)>,
     pub out: mpsc::Sender<Outbound>,
+    /// Output as `PW1O` binary frames.
+    pub binary: bool,
 }
 
 /// The joiner's initial flush, in the order it must be written.

@@ -61,6 +61,9 @@ impl TestServer {
             .arg("--data-dir")
             .arg(dir)
             .args(args)
+            // Shells read no dotfiles of this machine's user (a pyenv rehash lock in
+            // ~/.bashrc can stall every bash for a minute): tests do not depend on them.
+            .env("HOME", dir)
             .env(
                 "RUST_LOG",
                 "debug,sqlx=warn,hyper=info,tungstenite=info,tokio_tungstenite=info",
@@ -303,12 +306,29 @@ pub struct Client {
     next_id: u64,
 }
 
+/// A frame as it came: JSON text, or binary.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    Json(Value),
+    Binary(Vec<u8>),
+}
+
 impl Client {
     pub async fn connect(url: &str, token: &str) -> Client {
+        Client::connect_as(url, token, "pty-ws.v1").await
+    }
+
+    /// Connects offering `pty-ws.v1.binary` (PW1O output, PW1I input).
+    pub async fn connect_binary(url: &str, token: &str) -> Client {
+        Client::connect_as(url, token, "pty-ws.v1.binary").await
+    }
+
+    async fn connect_as(url: &str, token: &str, subprotocol: &str) -> Client {
         let mut req = url.into_client_request().unwrap();
+        let offered = bearer_protocols(token).replacen("pty-ws.v1", subprotocol, 1);
         req.headers_mut().insert(
             "Sec-WebSocket-Protocol",
-            HeaderValue::from_str(&bearer_protocols(token)).unwrap(),
+            HeaderValue::from_str(&offered).unwrap(),
         );
         let (ws, resp) = tokio_tungstenite::connect_async(req)
             .await
@@ -349,6 +369,30 @@ impl Client {
 
     pub async fn send_raw(&mut self, text: &str) {
         self.ws.send(Message::Text(text.into())).await.unwrap();
+    }
+
+    pub async fn send_binary(&mut self, frame: Vec<u8>) {
+        self.ws.send(Message::Binary(frame.into())).await.unwrap();
+    }
+
+    /// The next frame, text or binary, within `wait`.
+    pub async fn next_frame(&mut self, wait: Duration) -> Option<Frame> {
+        tokio::time::timeout(wait, async {
+            loop {
+                match self.ws.next().await {
+                    Some(Ok(Message::Text(t))) => {
+                        return Some(Frame::Json(serde_json::from_str(&t).unwrap()));
+                    }
+                    Some(Ok(Message::Binary(b))) => return Some(Frame::Binary(b.to_vec())),
+                    Some(Ok(Message::Close(_))) | None => return None,
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => panic!("socket error: {e}"),
+                }
+            }
+        })
+        .await
+        .ok()
+        .flatten()
     }
 
     /// The next JSON frame (WebSocket pings are answered by the library).
