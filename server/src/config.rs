@@ -60,6 +60,12 @@ pub struct ServeArgs {
     /// Ensures a pty:admin token with this value exists.
     #[arg(long, env = "PTYHOST_BOOTSTRAP_TOKEN", hide_env_values = true)]
     pub bootstrap_token: Option<String>,
+    /// Serve HTTPS and WSS with this PEM certificate chain (needs --tls-key).
+    #[arg(long, env = "PTYHOST_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "PTYHOST_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Accept plain ws:// upgrades although the listen address is not loopback.
     #[arg(long, env = "PTYHOST_ALLOW_INSECURE_WS")]
     pub allow_insecure_ws: bool,

@@ -13,6 +13,7 @@ pub mod http;
 pub mod push;
 pub mod sessions;
 pub mod store;
+pub mod tls;
 
 use std::io::Write;
 
@@ -79,6 +80,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         None
     };
 
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
@@ -86,12 +92,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let public_url = args
         .public_url
         .clone()
-        .unwrap_or_else(|| format!("http://{addr}"))
+        .unwrap_or_else(|| format!("{scheme}://{addr}"))
         .trim_end_matches('/')
         .to_owned();
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on http://{addr}")?;
+        writeln!(out, "listening on {scheme}://{addr}")?;
         if let Some(t) = &first_start {
             writeln!(out, "open {public_url}/#token={}", t.secret)?;
         }
@@ -105,8 +111,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         tasks,
         store: store.clone(),
         instance_id: args.instance_id.clone(),
-        refuse_plain_ws: !addr.ip().is_loopback() && !args.allow_insecure_ws,
-        allowed_origins: std::iter::once(format!("http://{addr}"))
+        refuse_plain_ws: tls.is_none() && !addr.ip().is_loopback() && !args.allow_insecure_ws,
+        allowed_origins: std::iter::once(format!("{scheme}://{addr}"))
             .chain(args.allowed_origins.iter().cloned())
             .collect(),
         public_url,
@@ -132,15 +138,26 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             shutdown.cancel();
         }
     };
-    // Terminal frames are small and latency-bound: no Nagle delay on any connection.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "TCP_NODELAY");
+    match tls {
+        Some(acceptor) => {
+            let listener = tls::TlsListener::new(listener, acceptor)?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopping)
+                .await?;
         }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(stopping)
-        .await?;
+        None => {
+            // Terminal frames are small and latency-bound: no Nagle delay (TLS connections
+            // get the same in their listener).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::warn!(error = %e, "TCP_NODELAY");
+                }
+            });
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopping)
+                .await?;
+        }
+    }
     state.connections.close();
     if tokio::time::timeout(std::time::Duration::from_secs(5), state.connections.wait())
         .await

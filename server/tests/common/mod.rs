@@ -76,7 +76,10 @@ impl TestServer {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let addr = tokio::time::timeout(WAIT, async {
             while let Some(line) = lines.next_line().await.unwrap() {
-                if let Some(a) = line.strip_prefix("listening on http://") {
+                let addr = line
+                    .strip_prefix("listening on http://")
+                    .or_else(|| line.strip_prefix("listening on https://"));
+                if let Some(a) = addr {
                     // A wildcard listen address is reached through loopback.
                     return a.replace("0.0.0.0", "127.0.0.1");
                 }

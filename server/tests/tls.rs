@@ -1,0 +1,151 @@
+//! HTTPS and WSS with `--tls-cert/--tls-key`: a client that trusts the certificate's CA
+//! reads the API and attaches over wss on a non-loopback listen address, with no
+//! `--allow-insecure-ws`; a client that does not trust it is refused by the handshake.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use futures_util::StreamExt;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use serde_json::Value;
+use tokio_rustls::rustls;
+use tokio_tungstenite::Connector;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+/// A CA, and a server certificate for 127.0.0.1 and localhost signed by it, as PEM files.
+fn certificates(dir: &std::path::Path) -> String {
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    std::fs::write(dir.join("cert.pem"), leaf.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    ca.pem()
+}
+
+fn client_config(ca_pem: &str) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = rustls::pki_types::pem::PemObject::from_pem_slice(ca_pem.as_bytes()).unwrap();
+    roots.add(ca).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+#[tokio::test]
+async fn tls_serves_https_and_wss_on_a_non_loopback_address() {
+    let certs = tempfile::tempdir().unwrap();
+    let ca_pem = certificates(certs.path());
+    let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+    let s = TestServer::start(&[
+        "--listen",
+        "0.0.0.0:0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ])
+    .await;
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let card: Value = https
+        .get(format!(
+            "https://{}/agents/local/.well-known/agent-card.json",
+            s.addr
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let addr = s.addr.replace("127.0.0.1", "0.0.0.0");
+    assert_eq!(card["url"], format!("https://{addr}/agents/local/jsonrpc"));
+    assert_eq!(
+        card["supportedInterfaces"][2]["url"],
+        format!("wss://{addr}/agents/local/sessions/{{session_id}}/attach")
+    );
+    let (status, created) = s
+        .call(
+            https
+                .post(format!("https://{}/agents/local/sessions", s.addr))
+                .json(&serde_json::json!({ "argv": ["cat"] })),
+            ADMIN,
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let sid = created["session_id"].as_str().unwrap();
+
+    // wss: no --allow-insecure-ws needed on 0.0.0.0, because it is not plain ws.
+    let mut req = format!("wss://{}/agents/local/sessions/{sid}/attach", s.addr)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_str(&bearer_protocols(ADMIN)).unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async_tls_with_config(
+        req,
+        None,
+        false,
+        Some(Connector::Rustls(client_config(&ca_pem))),
+    )
+    .await
+    .expect("wss attach");
+    let hello = ws.next().await.unwrap().unwrap();
+    assert!(hello.to_text().unwrap().contains("binding_hello"));
+
+    // A client that does not trust the CA fails the handshake; plain HTTP gets no answer.
+    let untrusting = reqwest::Client::new();
+    assert!(
+        untrusting
+            .get(format!("https://{}/healthz", s.addr))
+            .send()
+            .await
+            .is_err()
+    );
+    assert!(
+        reqwest::get(format!("http://{}/healthz", s.addr))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_key_that_does_not_fit_the_certificate_stops_the_start_with_a_clear_error() {
+    let certs = tempfile::tempdir().unwrap();
+    certificates(certs.path());
+    let other = KeyPair::generate().unwrap();
+    std::fs::write(certs.path().join("other.pem"), other.serialize_pem()).unwrap();
+    let out = std::process::Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(certs.path().join("data"))
+        .arg("--tls-cert")
+        .arg(certs.path().join("cert.pem"))
+        .arg("--tls-key")
+        .arg(certs.path().join("other.pem"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("do not fit together"), "{err}");
+    let out = std::process::Command::new(bin())
+        .args(["serve", "--tls-cert", "x.pem"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "--tls-cert needs --tls-key");
+}
