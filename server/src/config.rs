@@ -24,7 +24,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the agent, its sessions and the web UI over HTTP.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create, list and revoke bearer tokens.
     Token(TokenArgs),
 }
@@ -103,6 +103,21 @@ pub struct ServeArgs {
     pub max_controllers: usize,
     #[arg(long, env = "PTYHOST_MAX_OBSERVERS", default_value_t = 32)]
     pub max_observers: usize,
+    /// New pty-ws connections a token may open per second (twice that at once; the whole
+    /// server takes ten times as many).
+    #[arg(long, env = "PTYHOST_RATE_LIMIT_CONNECTIONS", default_value_t = 20)]
+    pub rate_limit_connections: u32,
+    /// pty-ws frames a token may send per second (twice that at once; the whole server
+    /// takes ten times as many).
+    #[arg(long, env = "PTYHOST_RATE_LIMIT_FRAMES", default_value_t = 2000)]
+    pub rate_limit_frames: u32,
+    /// Concurrent pty-ws connections one session takes.
+    #[arg(
+        long,
+        env = "PTYHOST_MAX_CONNECTIONS_PER_SESSION",
+        default_value_t = 128
+    )]
+    pub max_connections_per_session: usize,
     /// What the agent does with a message: run it in a shell, or play the A2A TCK
     /// conformance scenarios.
     #[arg(long, env = "PTYHOST_EXECUTOR", value_enum, default_value = "shell")]
@@ -150,6 +165,22 @@ impl ServeArgs {
             default_cols: 120,
             default_rows: 30,
             shell_rc: None,
+        })
+    }
+
+    pub fn limits(&self) -> anyhow::Result<crate::limits::LimitSettings> {
+        anyhow::ensure!(
+            self.rate_limit_connections >= 1 && self.rate_limit_frames >= 1,
+            "--rate-limit-connections and --rate-limit-frames must be at least 1"
+        );
+        anyhow::ensure!(
+            self.max_connections_per_session >= 1,
+            "--max-connections-per-session must be at least 1"
+        );
+        Ok(crate::limits::LimitSettings {
+            connections_per_sec: self.rate_limit_connections,
+            frames_per_sec: self.rate_limit_frames,
+            connections_per_session: self.max_connections_per_session,
         })
     }
 

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod executor;
 pub mod http;
+pub mod limits;
 pub mod push;
 pub mod sessions;
 pub mod store;
@@ -44,6 +45,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .init();
     let mut settings = args.settings()?;
     let (heartbeat_interval, heartbeat_timeout) = args.heartbeat()?;
+    let limit_settings = args.limits()?;
     let store = open_store(&args.store).await?;
     settings.shell_rc = sessions::install_shell_rc(&args.store.data_dir)
         .context("writing the shell-integration rc file")?;
@@ -118,6 +120,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         public_url,
         heartbeat_interval,
         heartbeat_timeout,
+        limits: limits::Limits::new(limit_settings),
         shutdown: shutdown.clone(),
         connections: TaskTracker::new(),
     });

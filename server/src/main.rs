@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match command {
-            Command::Serve(args) => server::serve(args).await,
+            Command::Serve(args) => server::serve(*args).await,
             Command::Token(args) => server::token_command(args).await,
         }
     });

@@ -914,3 +914,120 @@ async fn binding_scenario_10_binary_input_is_raw_pty_input_and_needs_control() {
     json.send_binary(app::wire::binary_input(b"x")).await;
     assert_error(&json.next().await, None, "INVALID_REQUEST");
 }
+
+#[tokio::test]
+async fn a_token_opening_connections_too_fast_gets_429_and_other_tokens_still_attach() {
+    let s = TestServer::start(&["--rate-limit-connections", "2"]).await;
+    let sid = cat_session(&s).await;
+    let url = s.ws_url(&sid);
+    let protocols = bearer_protocols(ADMIN);
+    let mut refused = 0;
+    let mut open = Vec::new();
+    for _ in 0..10 {
+        match upgrade_status(&url, &[("Sec-WebSocket-Protocol", &protocols)]).await {
+            Ok(ws) => open.push(ws),
+            Err(status) => {
+                assert_eq!(status, 429);
+                refused += 1;
+            }
+        }
+    }
+    // A burst of two seconds' worth (and one more if the attempts took half a second).
+    assert!((4..=5).contains(&open.len()), "{} admitted", open.len());
+    assert_eq!(refused, 10 - open.len());
+    let r = s
+        .http
+        .get(url.replace("ws://", "http://"))
+        .bearer_auth(ADMIN)
+        .header("Sec-WebSocket-Protocol", "pty-ws.v1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(
+        r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 1
+    );
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    let other = s.token("pty:control", None).await;
+    Client::connect(&url, &other).await;
+}
+
+#[tokio::test]
+async fn a_frame_flood_is_rate_limited_then_closed_with_4429() {
+    use futures_util::SinkExt;
+    let s = TestServer::start(&["--rate-limit-frames", "20"]).await;
+    let sid = cat_session(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    let ping = json!({ "op": "ping", "id": "p", "ts": "2026-11-29T00:00:00Z", "payload": { "client_ts": "t" } }).to_string();
+    for _ in 0..700 {
+        if c.ws
+            .send(tokio_tungstenite::tungstenite::Message::Text(
+                ping.clone().into(),
+            ))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    let (code, frames) = c.until_close().await;
+    assert_eq!(code, Some(4429));
+    let pongs = frames.iter().filter(|f| f["op"] == "pong").count();
+    assert!(
+        (40..=45).contains(&pongs),
+        "the burst is served, the rest is not: {pongs}"
+    );
+    let limited = frames
+        .iter()
+        .find(|f| f["payload"]["code"] == "RATE_LIMITED")
+        .expect("a RATE_LIMITED error before the close");
+    assert_eq!(limited["payload"]["retryable"], true);
+    assert!(limited["payload"]["retry_after_ms"].as_u64().is_some());
+}
+
+#[tokio::test]
+async fn an_oversized_frame_is_an_invalid_request_and_closes_1009() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    c.send_raw(&"x".repeat(1024 * 1024 + 1)).await;
+    let (code, frames) = c.until_close().await;
+    assert_eq!(code, Some(1009));
+    assert_eq!(frames.last().unwrap()["payload"]["code"], "INVALID_REQUEST");
+}
+
+#[tokio::test]
+async fn a_session_takes_a_bounded_number_of_connections() {
+    let s = TestServer::start(&["--max-connections-per-session", "2"]).await;
+    let sid = cat_session(&s).await;
+    let a = s.attach(&sid, ADMIN).await;
+    let _b = s.attach(&sid, ADMIN).await;
+    let third = upgrade_status(
+        &s.ws_url(&sid),
+        &[("Sec-WebSocket-Protocol", &bearer_protocols(ADMIN))],
+    )
+    .await;
+    assert_eq!(third.err(), Some(429));
+    let other = cat_session(&s).await;
+    s.attach(&other, ADMIN).await;
+    drop(a);
+    tokio::time::timeout(WAIT, async {
+        while upgrade_status(
+            &s.ws_url(&sid),
+            &[("Sec-WebSocket-Protocol", &bearer_protocols(ADMIN))],
+        )
+        .await
+        .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a slot frees when a connection ends");
+}

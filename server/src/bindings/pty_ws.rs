@@ -29,6 +29,7 @@ use crate::a2a::{A2aError, Version};
 use crate::auth::{self, Principal, Scope};
 use crate::clock;
 use crate::http::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
+use crate::limits::SessionSlot;
 use crate::sessions::{
     self, BACKENDS, CLASSES, Command, JoinRequest, Joined, Outbound, Refusal, Replay, SessionHandle,
 };
@@ -51,15 +52,18 @@ pub async fn attach(
 ) -> Response {
     match check_attach(&state, &sid, &uri, &headers).await {
         Err(e) => e.into_response(),
-        Ok((principal, subprotocol)) => match upgrade {
+        Ok((principal, subprotocol, slot)) => match upgrade {
             Err(rejection) => rejection.into_response(),
             Ok(ws) => {
                 let tracker = state.connections.clone();
                 let binary = subprotocol == SUBPROTOCOL_BINARY;
+                // Frames up to four times the limit are read and refused with 1009; beyond
+                // that the socket layer drops the connection.
                 ws.protocols([subprotocol])
-                    .max_message_size(MAX_FRAME_BYTES)
+                    .max_message_size(MAX_FRAME_BYTES * 4)
+                    .max_frame_size(MAX_FRAME_BYTES * 4)
                     .on_upgrade(move |socket| {
-                        let connection = Connection::new(state, principal, sid, binary);
+                        let connection = Connection::new(state, principal, sid, binary, slot);
                         tracker.track_future(connection.run(socket))
                     })
             }
@@ -72,7 +76,7 @@ async fn check_attach(
     sid: &str,
     uri: &Uri,
     headers: &HeaderMap,
-) -> Result<(Principal, &'static str), ApiError> {
+) -> Result<(Principal, &'static str, SessionSlot), ApiError> {
     refuse_query_token(uri.query())?;
     if state.refuse_plain_ws {
         return Err(ApiError::forbidden(
@@ -118,7 +122,15 @@ async fn check_attach(
     if !known {
         return Err(ApiError::not_found(format!("no session {sid}")));
     }
-    Ok((principal, subprotocol))
+    state
+        .limits
+        .connection(&principal.token_id)
+        .map_err(ApiError::rate_limited)?;
+    let slot = state
+        .limits
+        .session_slot(sid)
+        .map_err(ApiError::rate_limited)?;
+    Ok((principal, subprotocol, slot))
 }
 
 type Sink = SplitSink<WebSocket, Message>;
@@ -128,6 +140,16 @@ enum Flow {
     Continue,
     Stop,
 }
+
+/// What to do with a client frame before reading it.
+enum Admit {
+    Take,
+    Skip,
+    Stop,
+}
+
+/// Frames dropped by the rate limit, without a second's pause, before the connection closes.
+const SUSTAINED_THROTTLING: u32 = 500;
 
 /// A joined member: its session, id, live queue, and the guard that leaves on drop.
 struct Membership {
@@ -161,6 +183,10 @@ struct Connection {
     member: Option<Membership>,
     /// `pty-ws.v1.binary`: output as `PW1O`, input also as `PW1I`.
     binary: bool,
+    _slot: SessionSlot,
+    /// Frames refused by the rate limit since the last second without a refusal.
+    throttled: u32,
+    last_throttled: Option<Instant>,
     span: tracing::Span,
     /// Answers and updates of A2A operations, which run beside the connection loop.
     task_frames: mpsc::Sender<String>,
@@ -174,7 +200,13 @@ struct Connection {
 const TASK_FRAME_QUEUE: usize = 256;
 
 impl Connection {
-    fn new(state: AppState, principal: Principal, session_id: String, binary: bool) -> Connection {
+    fn new(
+        state: AppState,
+        principal: Principal,
+        session_id: String,
+        binary: bool,
+        slot: SessionSlot,
+    ) -> Connection {
         let span = tracing::info_span!(
             "pty_ws", session_id = %session_id, token_id = %principal.token_id,
             scope = %principal.scope, client_id = tracing::field::Empty,
@@ -189,6 +221,9 @@ impl Connection {
             seen_first_frame: false,
             member: None,
             binary,
+            _slot: slot,
+            throttled: 0,
+            last_throttled: None,
             span,
             task_frames,
             task_frames_rx,
@@ -283,25 +318,11 @@ impl Connection {
                         return;
                     }
                 }
-                msg = stream.next() => match msg {
-                    Some(Ok(Message::Text(text))) => {
-                        if let Flow::Stop = self.on_text(sink, text.as_str()).await {
-                            return;
-                        }
-                    }
-                    Some(Ok(Message::Binary(frame))) => {
-                        if let Flow::Stop = self.on_binary(sink, &frame).await {
-                            return;
-                        }
-                    }
-                    Some(Ok(Message::Pong(_))) => last_pong = Instant::now(),
-                    Some(Ok(Message::Ping(_))) => {}
-                    Some(Ok(Message::Close(_))) | None => return,
-                    Some(Err(e)) => {
-                        tracing::info!(error = %e, "socket error");
+                msg = stream.next() => {
+                    if let Flow::Stop = self.on_message(sink, msg, &mut last_pong).await {
                         return;
                     }
-                },
+                }
                 _ = heartbeat.tick() => {
                     if last_pong.elapsed() > timeout {
                         tracing::info!(silent_secs = last_pong.elapsed().as_secs_f64(),
@@ -320,6 +341,103 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// One message from the client: admitted (size, rate), then handled by kind.
+    async fn on_message(
+        &mut self,
+        sink: &mut Sink,
+        msg: Option<Result<Message, axum::Error>>,
+        last_pong: &mut Instant,
+    ) -> Flow {
+        let size = match &msg {
+            Some(Ok(Message::Text(t))) => Some(t.len()),
+            Some(Ok(Message::Binary(b))) => Some(b.len()),
+            _ => None,
+        };
+        if let Some(size) = size {
+            match self.admit(sink, size).await {
+                Admit::Take => {}
+                Admit::Skip => return Flow::Continue,
+                Admit::Stop => return Flow::Stop,
+            }
+        }
+        match msg {
+            Some(Ok(Message::Text(text))) => self.on_text(sink, text.as_str()).await,
+            Some(Ok(Message::Binary(frame))) => self.on_binary(sink, &frame).await,
+            Some(Ok(Message::Pong(_))) => {
+                *last_pong = Instant::now();
+                Flow::Continue
+            }
+            Some(Ok(Message::Ping(_))) => Flow::Continue,
+            Some(Ok(Message::Close(_))) | None => Flow::Stop,
+            Some(Err(e)) => {
+                tracing::info!(error = %e, "socket error");
+                Flow::Stop
+            }
+        }
+    }
+
+    /// Whether to act on a client frame of `size` bytes: an oversized one ends the
+    /// connection (1009); one over the rate limit is dropped with `RATE_LIMITED` (at most
+    /// once a second), and a client that keeps sending past it is closed with 4429.
+    async fn admit(&mut self, sink: &mut Sink, size: usize) -> Admit {
+        if size > MAX_FRAME_BYTES {
+            let m = format!("frames are limited to {MAX_FRAME_BYTES} bytes; this one has {size}");
+            return self.fatal(sink, ErrorCode::InvalidRequest, &m, 1009).await;
+        }
+        let now = Instant::now();
+        if self
+            .last_throttled
+            .is_some_and(|t| now.duration_since(t) > Duration::from_secs(1))
+        {
+            self.throttled = 0;
+        }
+        let Err(refused) = self.state.limits.frame(&self.principal.token_id) else {
+            return Admit::Take;
+        };
+        self.throttled += 1;
+        if self.throttled > SUSTAINED_THROTTLING {
+            tracing::warn!("closing a connection that kept sending past its rate limit");
+            return self
+                .fatal(sink, ErrorCode::RateLimited, &refused.message, 4429)
+                .await;
+        }
+        let notice_due = self
+            .last_throttled
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1));
+        self.last_throttled = Some(now);
+        if notice_due {
+            let mut payload = wire::error_payload(ErrorCode::RateLimited, &refused.message);
+            payload["retry_after_ms"] = json!(refused.retry_after.as_millis() as u64);
+            let frame = server_frame("Error", None, None, payload);
+            if self.send(sink, frame).await.is_err() {
+                return Admit::Stop;
+            }
+        }
+        Admit::Skip
+    }
+
+    /// A final `Error` frame, then the close code.
+    async fn fatal(
+        &self,
+        sink: &mut Sink,
+        code: ErrorCode,
+        message: &str,
+        close_code: u16,
+    ) -> Admit {
+        if self
+            .send(sink, error_frame(None, code, message))
+            .await
+            .is_ok()
+        {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(1),
+                close(sink, close_code, code.as_str()),
+            )
+            .await;
+        }
+        Admit::Stop
     }
 
     /// Sends with a deadline: a peer that takes longer than the heartbeat timeout to take

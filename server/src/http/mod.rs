@@ -43,6 +43,7 @@ pub struct AppInner {
     pub allowed_origins: Vec<String>,
     pub heartbeat_interval: Duration,
     pub heartbeat_timeout: Duration,
+    pub limits: crate::limits::Limits,
     /// Cancelled when the server stops: connections say goodbye and close.
     pub shutdown: CancellationToken,
     /// Every WebSocket connection, so that shutdown can wait for their goodbyes.
@@ -229,6 +230,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds for `Retry-After` (429).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -237,6 +240,17 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+    pub fn rate_limited(refused: crate::limits::Refused) -> ApiError {
+        ApiError {
+            retry_after: Some(refused.retry_after.as_secs_f64().ceil().max(1.0) as u64),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                refused.message,
+            )
         }
     }
     pub fn bad_request(message: impl Into<String>) -> ApiError {
@@ -273,6 +287,10 @@ impl IntoResponse for ApiError {
         if self.status == StatusCode::UNAUTHORIZED {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }
