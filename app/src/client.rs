@@ -27,6 +27,9 @@ use crate::wire::{self, ClientRef, PtyErrorCode, Role, SessionFrame};
 const HIGH_WATER: usize = 512 * 1024;
 /// ...until xterm.js is back below this, when a keyframe catches the screen up.
 const LOW_WATER: usize = 64 * 1024;
+/// Rendered output is acknowledged (flow control) after this many bytes, and whenever
+/// xterm.js has parsed everything it was given.
+const ACK_EVERY: usize = 32 * 1024;
 const MAX_BACKOFF_MS: u32 = 10_000;
 
 #[wasm_bindgen]
@@ -105,6 +108,7 @@ pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: 
         tx,
         pending: Rc::new(Cell::new(0)),
         behind: Rc::new(Cell::new(false)),
+        unacked: Rc::new(Cell::new(0)),
     };
     leptos::task::spawn_local(run(screen, session_id, token, ui, rx));
 }
@@ -119,10 +123,33 @@ struct Screen {
     pending: Rc<Cell<usize>>,
     /// Output is being skipped until a keyframe catches up.
     behind: Rc<Cell<bool>>,
+    /// Output bytes rendered since the last acknowledgement.
+    unacked: Rc<Cell<usize>>,
 }
 
 impl Screen {
+    /// Writes an output frame and acknowledges it once xterm.js has parsed it, so the
+    /// server never sends far beyond what this tab has rendered.
+    fn write_output(&self, bytes: &[u8], seq: u64) {
+        let len = bytes.len();
+        let (pending, unacked, tx) = (self.pending.clone(), self.unacked.clone(), self.tx.clone());
+        self.write_then(bytes, move || {
+            let total = unacked.get() + len;
+            if total >= ACK_EVERY || pending.get() == 0 {
+                unacked.set(0);
+                let _ = tx.unbounded_send(Command::Ack(seq));
+            } else {
+                unacked.set(total);
+            }
+        });
+    }
+
     fn write(&self, bytes: &[u8]) {
+        self.write_then(bytes, || {});
+    }
+
+    /// Writes to xterm.js; `parsed` runs once xterm.js has parsed these bytes.
+    fn write_then(&self, bytes: &[u8], parsed: impl FnOnce() + 'static) {
         let len = bytes.len();
         self.pending.set(self.pending.get() + len);
         let (pending, behind, tx) = (self.pending.clone(), self.behind.clone(), self.tx.clone());
@@ -132,6 +159,7 @@ impl Screen {
             if behind.get() && left < LOW_WATER {
                 let _ = tx.unbounded_send(Command::CatchUp);
             }
+            parsed();
         });
         ext(&self.term).write_bytes(&Uint8Array::from(bytes), done.unchecked_ref());
         if self.pending.get() > HIGH_WATER {
@@ -386,7 +414,7 @@ fn on_session_frame(
                 if screen.behind.get() {
                     c.need_keyframe = true;
                 } else {
-                    screen.write(&data.0);
+                    screen.write_output(&data.0, seq);
                 }
             }
         }
@@ -530,6 +558,13 @@ fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Opt
             ))
         }
         Command::CatchUp => None,
+        Command::Ack(sequence) => joined.then(|| {
+            envelope(
+                wire::OP_ACK,
+                serde_json::json!({ "sequence": sequence }),
+                None,
+            )
+        }),
     }
 }
 

@@ -18,6 +18,8 @@ pub enum Command {
     Resync,
     /// Output was skipped under a flood; a keyframe catches the screen up once drained.
     CatchUp,
+    /// Output up to this sequence is rendered (flow control).
+    Ack(u64),
 }
 
 /// A member as shown: client id and label.

@@ -44,6 +44,15 @@ pub fn binary_input(data: &[u8]) -> Vec<u8> {
     [BINARY_INPUT_MAGIC.as_slice(), data].concat()
 }
 pub const OP_SESSION_FRAME: &str = "pty.session_frame";
+/// Flow control (an extension of ours): a client that acknowledges the output it has
+/// rendered (`ptyhost.ack {sequence}`) is sent at most `FLOW_WINDOW_BYTES` of output beyond
+/// its acknowledgement; past that its output is skipped, and once it has caught up it gets
+/// a keyframe.
+pub const FLOW_CONTROL_URI: &str = "urn:ptyhost:pty-ws:flow-control:v1";
+pub const OP_ACK: &str = "ptyhost.ack";
+pub const FLOW_WINDOW_BYTES: usize = 256 * 1024;
+/// A client past its window gets its keyframe once no more than this is unacknowledged.
+pub const FLOW_RESUME_BYTES: usize = 64 * 1024;
 
 /// One frame on the socket. Client frames never carry `sequence`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,6 +171,13 @@ pub struct Ping {
     pub client_ts: String,
 }
 
+/// `ptyhost.ack`: every output frame up to `sequence` is rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ack {
+    pub sequence: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pong {
     pub client_ts: String,
@@ -220,6 +236,7 @@ pub enum ClientOp {
     RequestKeyframe,
     Ping(Ping),
     UpdateServiceParameters(UpdateServiceParameters),
+    Ack(Ack),
 }
 
 /// Why a client frame was refused before it reached a session.
@@ -313,6 +330,7 @@ impl ClientOp {
                 .map(|_| ClientOp::RequestKeyframe)
                 .map_err(fail)?,
             "ping" => ClientOp::Ping(parse(&env.op, payload).map_err(fail)?),
+            OP_ACK => ClientOp::Ack(parse(&env.op, payload).map_err(fail)?),
             "SendMessage" => {
                 ClientOp::Task(TaskOp::SendMessage(parse(&env.op, payload).map_err(fail)?))
             }

@@ -14,12 +14,30 @@ use crate::http::AppState;
 use crate::sessions::{BACKENDS, CLASSES};
 
 /// The extensions the card declares, as requests activate them.
-pub const EXTENSIONS: [Declared; 1] = [PTY_EXTENSION];
+pub const EXTENSIONS: [Declared; 2] = [PTY_EXTENSION, FLOW_EXTENSION];
 
 const PTY_EXTENSION: Declared = Declared {
     uri: wire::EXTENSION_URI,
     required: false,
 };
+
+const FLOW_EXTENSION: Declared = Declared {
+    uri: wire::FLOW_CONTROL_URI,
+    required: false,
+};
+
+fn flow_extension() -> Value {
+    json!({
+        "uri": FLOW_EXTENSION.uri,
+        "description": "Output flow control on pty-ws/v1: a client that acknowledges what it has rendered (ptyhost.ack {sequence}) is sent at most window_bytes of output beyond it; past that its output is skipped and, once no more than resume_bytes is unacknowledged, it gets a keyframe.",
+        "required": FLOW_EXTENSION.required,
+        "params": {
+            "ack_op": wire::OP_ACK,
+            "window_bytes": wire::FLOW_WINDOW_BYTES,
+            "resume_bytes": wire::FLOW_RESUME_BYTES,
+        },
+    })
+}
 
 fn pty_extension(state: &AppState) -> Value {
     let s = state.sessions.settings();
@@ -80,7 +98,7 @@ pub fn v1_card(state: &AppState) -> Value {
             "streaming": true,
             "pushNotifications": true,
             "extendedAgentCard": false,
-            "extensions": [pty_extension(state)],
+            "extensions": [pty_extension(state), flow_extension()],
         },
         "securitySchemes": {
             "bearer": {

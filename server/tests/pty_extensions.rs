@@ -585,3 +585,126 @@ async fn ext_scenario_10_teardown_emits_one_closed_then_goodbye_and_keeps_it_aft
     );
     closed_is_retained(&s2, &sid, closed[0]).await;
 }
+
+/// A session that floods `bytes` of 'a' once its controller sends a line.
+async fn flood_session(s: &TestServer, bytes: usize) -> String {
+    let script = format!("read x; head -c {bytes} /dev/zero | tr '\\0' a; sleep 60");
+    let v = s
+        .create_session(json!({ "argv": ["sh", "-c", script], "cols": 80, "rows": 24 }))
+        .await;
+    v["session_id"].as_str().unwrap().to_owned()
+}
+
+fn count_a(frames: &[serde_json::Value]) -> usize {
+    frames
+        .iter()
+        .filter(|f| kind(f) == "Output")
+        .map(|f| output_bytes(f).iter().filter(|b| **b == b'a').count())
+        .sum()
+}
+
+#[tokio::test]
+async fn a_viewer_that_acknowledges_gets_at_most_its_window_then_a_keyframe_once_caught_up() {
+    let s = TestServer::start(&[]).await;
+    let sid = flood_session(&s, 2_000_000).await;
+    let mut fast = s.attach(&sid, ADMIN).await;
+    fast.join("controller").await;
+    let mut acking = s.attach(&sid, ADMIN).await;
+    let joined = acking.join("observer").await;
+    let window = acking.hello["payload"]["flow_control"]["window_bytes"]
+        .as_u64()
+        .unwrap() as usize;
+    assert_eq!(
+        acking.hello["payload"]["flow_control"]["ack_op"],
+        "ptyhost.ack"
+    );
+    let last = joined.iter().map(seq).max().unwrap();
+    acking
+        .send("ptyhost.ack", json!({ "sequence": last }))
+        .await;
+    fast.input("go\n").await;
+
+    // The fast viewer, which never acknowledges, gets every byte.
+    let mut received = 0;
+    while received < 2_000_000 {
+        let f = fast.next().await;
+        received += count_a(std::slice::from_ref(&f));
+    }
+    assert_eq!(received, 2_000_000);
+
+    // The acknowledging viewer got at most its window, then nothing more.
+    let mut frames = Vec::new();
+    while let Some(f) = acking.try_next(Duration::from_millis(300)).await {
+        frames.push(f);
+    }
+    let got = frames
+        .iter()
+        .filter(|f| kind(f) == "Output")
+        .map(|f| output_bytes(f).len())
+        .sum::<usize>();
+    assert!(
+        got <= window,
+        "{got} bytes in flight past a window of {window}"
+    );
+    assert!(got > 0);
+    assert!(
+        frames
+            .iter()
+            .all(|f| kind(f) != "Keyframe" || seq(f) <= last)
+    );
+
+    // Acknowledging what it has catches it up with a keyframe of the flooded screen.
+    let newest = frames
+        .iter()
+        .filter(|f| kind(f) == "Output")
+        .map(seq)
+        .max()
+        .unwrap();
+    acking
+        .send("ptyhost.ack", json!({ "sequence": newest }))
+        .await;
+    let keyframe = acking.expect_kind("Keyframe").await;
+    let screen = String::from_utf8_lossy(&snapshot(&keyframe)).into_owned();
+    // Rows of 'a' (avt writes a row as the character and a repeat, CSI 79 b).
+    assert!(screen.matches("a\u{1b}[79b").count() >= 20, "{screen:?}");
+
+    // Acknowledging what was never sent is refused.
+    acking
+        .send("ptyhost.ack", json!({ "sequence": u64::MAX }))
+        .await;
+    assert_eq!(
+        acking.expect_op("Error").await["payload"]["code"],
+        "INVALID_REQUEST"
+    );
+}
+
+#[tokio::test]
+async fn a_viewer_that_stops_reading_gets_lagged_and_a_keyframe_while_a_fast_one_gets_every_byte() {
+    const FLOOD: usize = 24_000_000;
+    let s = TestServer::start(&[]).await;
+    let sid = flood_session(&s, FLOOD).await;
+    let mut fast = s.attach(&sid, ADMIN).await;
+    fast.join("controller").await;
+    let mut slow = s.attach(&sid, ADMIN).await;
+    slow.join("observer").await;
+    fast.input("go\n").await;
+    let mut received = 0;
+    while received < FLOOD {
+        let f = fast.next().await;
+        received += count_a(std::slice::from_ref(&f));
+    }
+    assert_eq!(
+        received, FLOOD,
+        "the fast viewer is never slowed or skipped"
+    );
+
+    // The slow viewer, reading only now, finds it was skipped and repainted.
+    let lagged = loop {
+        let f = slow.next().await;
+        if f["payload"]["code"] == "PTY_OUTPUT_LAGGED" {
+            break f;
+        }
+    };
+    let keyframe = slow.next().await;
+    assert_eq!(kind(&keyframe), "Keyframe", "after {lagged}");
+}

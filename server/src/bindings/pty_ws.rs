@@ -276,6 +276,12 @@ impl Connection {
                     "drive_supported": true,
                     "reattach_supported": true,
                 },
+                "flow_control": {
+                    "extension": wire::FLOW_CONTROL_URI,
+                    "ack_op": wire::OP_ACK,
+                    "window_bytes": wire::FLOW_WINDOW_BYTES,
+                    "resume_bytes": wire::FLOW_RESUME_BYTES,
+                },
                 "payload_mode": {
                     "binary": self.binary,
                     "binary_subprotocol": SUBPROTOCOL_BINARY,
@@ -602,6 +608,10 @@ impl Connection {
             }
             ClientOp::RequestKeyframe => {
                 self.ask_member(Scope::Observe, "", Command::RequestKeyframe)
+                    .await
+            }
+            ClientOp::Ack(ack) => {
+                self.ask_member(Scope::Observe, "", |c, r| Command::Ack(c, ack.sequence, r))
                     .await
             }
         };

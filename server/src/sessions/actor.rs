@@ -117,8 +117,49 @@ struct Member {
     out: mpsc::Sender<Outbound>,
     /// Takes output as `PW1O` binary frames (`pty-ws.v1.binary`).
     binary: bool,
+    /// Set once the member acknowledges output (`ptyhost.ack`).
+    flow: Option<Flow>,
     lagged: bool,
     last_keyframe_request: Option<Instant>,
+}
+
+/// A flow-controlled member's output in flight: (sequence, bytes) not yet acknowledged.
+#[derive(Debug, Default)]
+struct Flow {
+    in_flight: std::collections::VecDeque<(u64, usize)>,
+    bytes: usize,
+    /// Output was skipped: the member needs a keyframe once it has caught up.
+    skipped: bool,
+}
+
+impl Flow {
+    /// Whether an output frame fits the window (it is then in flight).
+    fn admit(&mut self, seq: u64, len: usize) -> bool {
+        if self.skipped || self.bytes + len > wire::FLOW_WINDOW_BYTES {
+            self.skipped = true;
+            return false;
+        }
+        self.in_flight.push_back((seq, len));
+        self.bytes += len;
+        true
+    }
+
+    /// Acknowledges up to `sequence`; true when the member has caught up after a skip and
+    /// should now get a keyframe.
+    fn ack(&mut self, sequence: u64) -> bool {
+        while let Some(&(seq, len)) = self.in_flight.front() {
+            if seq > sequence {
+                break;
+            }
+            self.in_flight.pop_front();
+            self.bytes -= len;
+        }
+        let resume = self.skipped && self.bytes <= wire::FLOW_RESUME_BYTES;
+        if resume {
+            self.skipped = false;
+        }
+        resume
+    }
 }
 
 /// What the write-behind task has made durable: every frame up to `upto`, and every
@@ -436,6 +477,9 @@ impl Actor {
             Command::RequestKeyframe(client_id, reply) => {
                 let _ = reply.send(self.request_keyframe(&client_id));
             }
+            Command::Ack(client_id, sequence, reply) => {
+                let _ = reply.send(self.ack(&client_id, sequence));
+            }
             Command::RunTask(run, reply) => {
                 let _ = reply.send(self.run_task(run));
             }
@@ -479,8 +523,17 @@ impl Actor {
         self.ring.push(seq, json.clone());
         self.ring.evict(self.persisted.borrow().upto);
         let _ = self.persist.send(Persist::Frame(stored));
+        let output_len = match &frame {
+            SessionFrame::Output { data, .. } => Some(data.0.len()),
+            _ => None,
+        };
         for i in 0..self.members.len() {
             if skip != Some(self.members[i].client_id.as_str()) {
+                if let (Some(len), Some(flow)) = (output_len, self.members[i].flow.as_mut())
+                    && !flow.admit(seq, len)
+                {
+                    continue;
+                }
                 let out = match &binary {
                     Some(b) if self.members[i].binary => Outbound::Binary(b.clone()),
                     _ => Outbound::Frame(json.clone()),
@@ -523,6 +576,26 @@ impl Actor {
             tracing::debug!(session_id = %self.id, client_id = %m.client_id, "viewer lagging");
             m.lagged = true;
         }
+    }
+
+    /// An acknowledgement: the member's window moves on, and a member whose output was
+    /// skipped gets a keyframe once it has caught up.
+    fn ack(&mut self, client_id: &str, sequence: u64) -> Result<(), Refusal> {
+        let i = self
+            .index(client_id)
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        if sequence > self.seq {
+            return Err(Refusal::new(
+                ErrorCode::InvalidRequest,
+                format!("sequence {sequence} has not been sent yet"),
+            ));
+        }
+        let flow = self.members[i].flow.get_or_insert_with(Flow::default);
+        if flow.ack(sequence) {
+            let keyframe = self.personal_keyframe();
+            self.deliver(i, Outbound::Frame(keyframe));
+        }
+        Ok(())
     }
 
     fn deliver_to(&mut self, client_id: &str, json: Bytes) {
@@ -677,6 +750,7 @@ impl Actor {
             label: req.label,
             out: req.out,
             binary: req.binary,
+            flow: None,
             lagged: false,
             last_keyframe_request: None,
         });

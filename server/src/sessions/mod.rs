@@ -312,6 +312,8 @@ pub enum Command {
     Resize(String, u16, u16, oneshot::Sender<Result<(), Refusal>>),
     RequestRole(String, Role, oneshot::Sender<Result<(), Refusal>>),
     RequestKeyframe(String, oneshot::Sender<Result<(), Refusal>>),
+    /// The member has rendered every output frame up to this sequence.
+    Ack(String, u64, oneshot::Sender<Result<(), Refusal>>),
     /// Queue a command line for the session's shell.
     RunTask(TaskRun, oneshot::Sender<Result<(), Refusal>>),
     /// Type the answer to a task waiting for input; the reply says whether it was typed.
