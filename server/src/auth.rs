@@ -57,6 +57,8 @@ pub struct Principal {
     pub scope: Scope,
     pub session_id: Option<String>,
     pub label: Option<String>,
+    /// The token is a read-only observer link.
+    pub share_link: bool,
 }
 
 impl Principal {
@@ -164,6 +166,7 @@ pub async fn authenticate(store: &Store, token: Option<&str>) -> Result<Principa
         scope: row.scope.parse().map_err(|_| AuthError::Invalid)?,
         session_id: row.session_id,
         label: row.label,
+        share_link: row.kind == "share",
     })
 }
 

@@ -3,6 +3,7 @@
 #![recursion_limit = "256"]
 
 pub mod a2a;
+pub mod audit;
 pub mod auth;
 pub mod bindings;
 pub mod card;
@@ -49,7 +50,13 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let store = open_store(&args.store).await?;
     settings.shell_rc = sessions::install_shell_rc(&args.store.data_dir)
         .context("writing the shell-integration rc file")?;
-    let sessions = Sessions::new(store.clone(), settings, args.instance_id.clone());
+    let audit = audit::Audit::start(store.clone());
+    let sessions = Sessions::new(
+        store.clone(),
+        audit.clone(),
+        settings,
+        args.instance_id.clone(),
+    );
     sessions.recover().await?;
     let push = push::Push::new(
         store.clone(),
@@ -121,6 +128,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         heartbeat_interval,
         heartbeat_timeout,
         limits: limits::Limits::new(limit_settings),
+        audit,
         shutdown: shutdown.clone(),
         connections: TaskTracker::new(),
     });

@@ -547,6 +547,58 @@ impl Store {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    pub at: i64,
+    pub event: String,
+    pub session_id: Option<String>,
+    pub token_id: Option<String>,
+    pub client_id: Option<String>,
+    pub detail: String,
+}
+
+impl Store {
+    pub async fn insert_audit(&self, r: &AuditRow) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO audit (at, event, session_id, token_id, client_id, detail)
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(r.at)
+        .bind(&r.event)
+        .bind(&r.session_id)
+        .bind(&r.token_id)
+        .bind(&r.client_id)
+        .bind(&r.detail)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The newest `limit` records, of one session or of all, newest first.
+    pub async fn audit(&self, session_id: Option<&str>, limit: u32) -> Result<Vec<AuditRow>> {
+        let rows = sqlx::query(
+            "SELECT at, event, session_id, token_id, client_id, detail FROM audit
+             WHERE (? IS NULL OR session_id = ?) ORDER BY id DESC LIMIT ?",
+        )
+        .bind(session_id)
+        .bind(session_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| AuditRow {
+                at: r.get(0),
+                event: r.get(1),
+                session_id: r.get(2),
+                token_id: r.get(3),
+                client_id: r.get(4),
+                detail: r.get(5),
+            })
+            .collect())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct PushConfigRow {
     pub task_id: String,
     pub id: String,

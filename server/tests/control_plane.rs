@@ -607,3 +607,106 @@ async fn tokens_never_reach_the_logs() {
         assert!(!log.contains(&b64), "an encoded token reached the log");
     }
 }
+
+#[tokio::test]
+async fn the_audit_log_records_attaches_denied_writes_role_changes_and_link_use_never_tokens() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let (_, link) = s
+        .post(
+            &format!("/sessions/{sid}/share"),
+            ADMIN,
+            json!({ "label": "for bob" }),
+        )
+        .await;
+    let share_token = link["token"].as_str().unwrap().to_owned();
+    let link_id = link["id"].as_str().unwrap().to_owned();
+
+    // Bob signs in and watches through the link, then tries to type.
+    let (status, _) = s.get("/me", &share_token).await;
+    assert_eq!(status, 200);
+    let mut bob = s.attach(&sid, &share_token).await;
+    bob.join("observer").await;
+    let id = bob.input("rm -rf /\n").await;
+    let refused = bob.expect_op("Error").await;
+    assert_eq!(
+        (refused["id"].as_str(), refused["payload"]["code"].as_str()),
+        (Some(id.as_str()), Some("PERMISSION_DENIED"))
+    );
+
+    // An operator takes control; the link is revoked.
+    let mut alice = s.attach(&sid, ADMIN).await;
+    alice.join("observer").await;
+    alice
+        .send("pty.request_role", json!({ "role": "controller" }))
+        .await;
+    alice.expect_kind("RoleAssigned").await;
+    assert_eq!(
+        s.delete(&format!("/sessions/{sid}/share/{link_id}"), ADMIN)
+            .await
+            .0,
+        204
+    );
+
+    let wanted = [
+        "share_link_created",
+        "share_link_used",
+        "attach",
+        "observer_joined",
+        "write_denied",
+        "role_changed",
+        "share_link_revoked",
+    ];
+    let records = tokio::time::timeout(WAIT, async {
+        loop {
+            let (_, log) = s.get(&format!("/audit?session_id={sid}"), ADMIN).await;
+            let records = log["records"].as_array().cloned().unwrap_or_default();
+            let seen: Vec<&str> = records.iter().filter_map(|r| r["event"].as_str()).collect();
+            if wanted.iter().all(|w| seen.contains(w)) {
+                return records;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("every event is recorded");
+    let of =
+        |event: &str| -> Vec<&Value> { records.iter().filter(|r| r["event"] == event).collect() };
+    let share_uses: Vec<&str> = of("share_link_used")
+        .iter()
+        .map(|r| r["detail"]["to"].as_str().unwrap())
+        .collect();
+    assert!(
+        share_uses.contains(&"sign_in") && share_uses.contains(&"attach"),
+        "{share_uses:?}"
+    );
+    assert_eq!(of("write_denied")[0]["token_id"], link_id.as_str());
+    assert_eq!(of("write_denied")[0]["detail"]["what"], "input");
+    let change = of("role_changed")[0];
+    assert_eq!(
+        (
+            change["detail"]["from"].as_str(),
+            change["detail"]["to"].as_str()
+        ),
+        (Some("observer"), Some("controller"))
+    );
+    assert!(
+        of("attach")
+            .iter()
+            .any(|r| r["detail"]["scope"] == "pty:observe")
+    );
+
+    // Neither the records nor the log hold a token's value.
+    let text = serde_json::to_string(&records).unwrap();
+    assert!(!text.contains(&share_token) && !text.contains(ADMIN));
+    let log = s.stderr();
+    assert!(
+        log.contains("write_denied"),
+        "audit events are tracing events too"
+    );
+    assert!(!log.contains(&share_token) && !log.contains(ADMIN));
+
+    // Only admins read it.
+    let control = s.token("pty:control", None).await;
+    assert_eq!(s.get("/audit", &control).await.0, 403);
+}

@@ -26,6 +26,7 @@ use tracing::Instrument;
 use crate::a2a::service::TaskStream;
 use crate::a2a::{A2aError, Version};
 
+use crate::audit;
 use crate::auth::{self, Principal, Scope};
 use crate::clock;
 use crate::http::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
@@ -52,22 +53,34 @@ pub async fn attach(
 ) -> Response {
     match check_attach(&state, &sid, &uri, &headers).await {
         Err(e) => e.into_response(),
-        Ok((principal, subprotocol, slot)) => match upgrade {
-            Err(rejection) => rejection.into_response(),
-            Ok(ws) => {
-                let tracker = state.connections.clone();
-                let binary = subprotocol == SUBPROTOCOL_BINARY;
-                // Frames up to four times the limit are read and refused with 1009; beyond
-                // that the socket layer drops the connection.
-                ws.protocols([subprotocol])
-                    .max_message_size(MAX_FRAME_BYTES * 4)
-                    .max_frame_size(MAX_FRAME_BYTES * 4)
-                    .on_upgrade(move |socket| {
-                        let connection = Connection::new(state, principal, sid, binary, slot);
-                        tracker.track_future(connection.run(socket))
-                    })
+        Ok((principal, subprotocol, slot)) => {
+            match upgrade {
+                Err(rejection) => rejection.into_response(),
+                Ok(ws) => {
+                    let tracker = state.connections.clone();
+                    let binary = subprotocol == SUBPROTOCOL_BINARY;
+                    let attach = audit::Record::new(audit::Event::Attach, &sid)
+                    .by(&principal.token_id)
+                    .detail(json!({ "scope": principal.scope.as_str(), "subprotocol": subprotocol }));
+                    state.audit.record(attach);
+                    if principal.share_link {
+                        let used = audit::Record::new(audit::Event::ShareLinkUsed, &sid)
+                            .by(&principal.token_id)
+                            .detail(json!({ "to": "attach" }));
+                        state.audit.record(used);
+                    }
+                    // Frames up to four times the limit are read and refused with 1009; beyond
+                    // that the socket layer drops the connection.
+                    ws.protocols([subprotocol])
+                        .max_message_size(MAX_FRAME_BYTES * 4)
+                        .max_frame_size(MAX_FRAME_BYTES * 4)
+                        .on_upgrade(move |socket| {
+                            let connection = Connection::new(state, principal, sid, binary, slot);
+                            tracker.track_future(connection.run(socket))
+                        })
+                }
             }
-        },
+        }
     }
 }
 
@@ -678,21 +691,33 @@ impl Connection {
             .member
             .as_ref()
             .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
-        if self.principal.scope < needed {
-            tracing::info!(what, "denied: token scope too low");
-            return Err(Refusal::new(
+        let result = if self.principal.scope < needed {
+            Err(Refusal::new(
                 ErrorCode::PermissionDenied,
                 format!(
                     "{what} needs {needed}; this token has {}",
                     self.principal.scope
                 ),
-            ));
+            ))
+        } else {
+            member
+                ._guard
+                .handle
+                .ask(|reply| make(member.client_id.clone(), reply))
+                .await
+                .unwrap_or_else(|| Err(Refusal::new(ErrorCode::Internal, "the session has ended")))
+        };
+        if let Err(refusal) = &result
+            && refusal.code == ErrorCode::PermissionDenied
+        {
+            self.state.audit.record(
+                audit::Record::new(audit::Event::WriteDenied, &self.session_id)
+                    .by(&self.principal.token_id)
+                    .client(&member.client_id)
+                    .detail(json!({ "what": what, "reason": refusal.message })),
+            );
         }
-        let handle = &member._guard.handle;
-        handle
-            .ask(|reply| make(member.client_id.clone(), reply))
-            .await
-            .unwrap_or_else(|| Err(Refusal::new(ErrorCode::Internal, "the session has ended")))
+        result
     }
 
     async fn join(&mut self, sink: &mut Sink, env: Envelope, join: JoinSession) -> Flow {
@@ -780,6 +805,13 @@ impl Connection {
             },
         });
         tracing::info!(role = ?joined.role, "joined");
+        if joined.role == Role::Observer {
+            self.state.audit.record(
+                audit::Record::new(audit::Event::ObserverJoined, &self.session_id)
+                    .by(&self.principal.token_id)
+                    .client(&joined.client_id),
+            );
+        }
         let flushed = self.initial_flush(sink, id, joined).await;
         self.flow(flushed)
     }

@@ -44,6 +44,7 @@ pub struct AppInner {
     pub heartbeat_interval: Duration,
     pub heartbeat_timeout: Duration,
     pub limits: crate::limits::Limits,
+    pub audit: crate::audit::Audit,
     /// Cancelled when the server stops: connections say goodbye and close.
     pub shutdown: CancellationToken,
     /// Every WebSocket connection, so that shutdown can wait for their goodbyes.
@@ -92,6 +93,7 @@ impl AppState {
 pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
     let api = Router::new()
         .route("/me", get(sessions::me))
+        .route("/audit", get(sessions::audit_log))
         .route("/sessions", get(sessions::list).post(sessions::create))
         .route(
             "/sessions/{sid}",

@@ -7,13 +7,14 @@ use std::time::Duration;
 use app::wire::CloseReason;
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, AppState, require};
+use crate::audit;
 use crate::auth::{self, Principal, Scope, TokenRequest};
 use crate::clock;
 use crate::sessions::{SessionView, SpecRequest};
@@ -96,8 +97,16 @@ async fn visible(state: &AppState, who: &Principal, sid: &str) -> Result<Session
     state.sessions.view(sid).await?.ok_or_else(not_found)
 }
 
-/// Who the caller is: what the UI needs to show or hide controls.
-pub async fn me(who: Principal) -> Json<Value> {
+/// Who the caller is: what the UI needs to show or hide controls. Signing in with a
+/// share link is a use of it.
+pub async fn me(State(state): State<AppState>, who: Principal) -> Json<Value> {
+    if let (true, Some(sid)) = (who.share_link, &who.session_id) {
+        state.audit.record(
+            audit::Record::new(audit::Event::ShareLinkUsed, sid)
+                .by(&who.token_id)
+                .detail(json!({ "to": "sign_in" })),
+        );
+    }
     Json(json!({
         "token_id": who.token_id,
         "scope": who.scope.as_str(),
@@ -210,7 +219,11 @@ pub async fn share(
         },
     )
     .await?;
-    tracing::info!(session_id = %sid, link_id = %issued.id, by = %who.token_id, "observer link created");
+    state.audit.record(
+        audit::Record::new(audit::Event::ShareLinkCreated, &sid)
+            .by(&who.token_id)
+            .detail(json!({ "link_id": issued.id, "ttl_secs": ttl, "label": req.label })),
+    );
     let body = json!({
         "id": issued.id,
         "token": issued.secret,
@@ -256,11 +269,49 @@ pub async fn revoke_share(
         .revoke_token(&id, Some(&sid), clock::now_ms())
         .await?
     {
-        tracing::info!(session_id = %sid, link_id = %id, by = %who.token_id, "observer link revoked");
+        state.audit.record(
+            audit::Record::new(audit::Event::ShareLinkRevoked, &sid)
+                .by(&who.token_id)
+                .detail(json!({ "link_id": id })),
+        );
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found(format!(
             "no live link {id} on session {sid}"
         )))
     }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AuditQuery {
+    session_id: Option<String>,
+    limit: Option<u32>,
+}
+
+/// `GET B/audit`: the newest audit records (of one session), for admins.
+pub async fn audit_log(
+    State(state): State<AppState>,
+    who: Principal,
+    Query(q): Query<AuditQuery>,
+) -> Result<Json<Value>, ApiError> {
+    require(&who, Scope::Admin)?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request("limit must be between 1 and 1000"));
+    }
+    let rows = state.store.audit(q.session_id.as_deref(), limit).await?;
+    let records: Vec<Value> = rows
+        .into_iter()
+        .map(|r| {
+            json!({
+                "at": clock::rfc3339(r.at),
+                "event": r.event,
+                "session_id": r.session_id,
+                "token_id": r.token_id,
+                "client_id": r.client_id,
+                "detail": serde_json::from_str::<Value>(&r.detail).unwrap_or(Value::Null),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "records": records })))
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::audit::{self, Audit};
 use app::wire::{
     self, Base64Bytes, ClientRef, CloseReason, ErrorCode, OutputStream, PtyErrorCode, Role,
     SNAPSHOT_FORMAT, SessionFrame,
@@ -52,6 +53,7 @@ pub struct Start {
     pub screen: Screen,
     pub settings: Settings,
     pub store: Store,
+    pub audit: Audit,
     pub registry: Sessions,
     pub shell_integration: bool,
 }
@@ -96,6 +98,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         last_keyframe: Instant::now(),
         close_reason: None,
         registry: s.registry,
+        audit: s.audit,
         shell: s.shell_integration.then(Shell::default),
     };
     tasks.spawn(actor.run(command_rx, s.events));
@@ -197,6 +200,7 @@ struct Actor {
     last_keyframe: Instant,
     close_reason: Option<CloseReason>,
     registry: Sessions,
+    audit: Audit,
     /// Present when the program marks its prompts (OSC 133): it runs tasks.
     shell: Option<Shell>,
 }
@@ -890,7 +894,11 @@ impl Actor {
         self.deliver(i, Outbound::Frame(assigned));
         if granted != current {
             self.members[i].role = granted;
-            tracing::info!(session_id = %self.id, client_id, from = ?current, to = ?granted, "role changed");
+            self.audit.record(
+                audit::Record::new(audit::Event::RoleChanged, &self.id)
+                    .client(client_id)
+                    .detail(serde_json::json!({ "from": current, "to": granted })),
+            );
             self.membership_changed(None);
         }
         Ok(())

@@ -395,6 +395,7 @@ pub struct Sessions {
 
 struct Inner {
     store: Store,
+    audit: crate::audit::Audit,
     settings: Settings,
     instance_id: String,
     live: Mutex<HashMap<String, SessionHandle>>,
@@ -402,10 +403,16 @@ struct Inner {
 }
 
 impl Sessions {
-    pub fn new(store: Store, settings: Settings, instance_id: String) -> Sessions {
+    pub fn new(
+        store: Store,
+        audit: crate::audit::Audit,
+        settings: Settings,
+        instance_id: String,
+    ) -> Sessions {
         Sessions {
             inner: Arc::new(Inner {
                 store,
+                audit,
                 settings,
                 instance_id,
                 live: Mutex::new(HashMap::new()),
@@ -496,6 +503,7 @@ impl Sessions {
                         screen: screen::Screen::new(spec.cols, spec.rows),
                         settings: self.inner.settings.clone(),
                         store: self.inner.store.clone(),
+                        audit: self.inner.audit.clone(),
                         registry: self.clone(),
                         shell_integration: spec.shell_integration,
                     },
