@@ -1,8 +1,10 @@
 //! Measures ptyhost against a raw PTY in the same run and prints one line per figure:
-//! throughput of a flood to one JSON viewer, one-byte echo latency through `cat`, and the
-//! keyframe latency of a joiner on a session with a full replay buffer.
+//! throughput of a flood to one JSON and to one binary viewer, a flood to many binary
+//! observers (per-viewer bytes/s, who kept up, server CPU and memory), one-byte echo
+//! latency through `cat`, the keyframe latency of a joiner on a session with a full replay
+//! buffer, and the memory of idle sessions and idle viewers.
 //!
-//!     cargo run --release -p server --example pty_bench -- [PTYHOST_BIN] [FLOOD_MIB]
+//!     cargo run --release -p server --example pty_bench -- [PTYHOST_BIN] [FLOOD_MIB] [VIEWERS]
 //!
 //! PTYHOST_BIN defaults to the release binary beside this example.
 
@@ -22,6 +24,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 const TOKEN: &str = "bench-admin-token";
 const ECHO_ROUNDS: usize = 500;
 const JOINS: usize = 20;
+const IDLE_SESSIONS: usize = 50;
 
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -34,12 +37,15 @@ async fn main() -> anyhow::Result<()> {
         exe.parent().unwrap().parent().unwrap().join("ptyhost")
     });
     let mib: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(64);
+    let viewers: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(100);
     let dir = tempfile::tempdir()?;
     let file = dir.path().join("flood.txt");
     let line =
         "the quick brown fox jumps over the lazy dog 0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ\n";
     std::fs::write(&file, line.repeat(mib * 1024 * 1024 / line.len()))?;
     let bytes = std::fs::metadata(&file)?.len() as f64;
+    // What a viewer receives: the terminal turns each newline into CR LF.
+    let on_screen = bytes as usize + bytes as usize / line.len();
 
     // Baseline: the same PTY reader, no server.
     let raw = raw_pty_flood(&file).await?;
@@ -64,20 +70,64 @@ async fn main() -> anyhow::Result<()> {
         }
     };
 
-    // Flood to one JSON viewer.
-    let sid = create(json!({ "command": format!("sleep 1; cat {}", file.display()) })).await?;
-    let mut ws = attach(&addr, &sid).await?;
-    join(&mut ws, "observer", None).await?;
-    let (got, lagged, elapsed) = drain_until_closed(&mut ws).await?;
-    let ws_rate = got as f64 / elapsed.as_secs_f64();
+    // Flood to one viewer, JSON then binary.
+    let flood = json!({ "command": format!("sleep 1; cat {}", file.display()) });
+    let mut rates = Vec::new();
+    for subprotocol in ["pty-ws.v1", "pty-ws.v1.binary"] {
+        let sid = create(flood.clone()).await?;
+        let mut ws = attach_as(&addr, &sid, subprotocol).await?;
+        join(&mut ws, "observer", None).await?;
+        let d = drain_until_closed(&mut ws).await?;
+        let rate = d.bytes as f64 / d.elapsed.as_secs_f64();
+        println!(
+            "flood: {:.1} MiB/s to one {subprotocol} viewer vs {:.1} MiB/s raw PTY read (ratio {:.2}; {} of {} bytes as output, {} lag events)",
+            rate / 1048576.0,
+            raw_rate / 1048576.0,
+            rate / raw_rate,
+            d.bytes,
+            on_screen,
+            d.lagged
+        );
+        rates.push(rate);
+    }
     println!(
-        "flood: {:.1} MiB/s to one JSON viewer vs {:.1} MiB/s raw PTY read (ratio {:.2}; {} of {} bytes as Output, {} lag events)",
-        ws_rate / 1048576.0,
-        raw_rate / 1048576.0,
-        ws_rate / raw_rate,
-        got,
-        bytes as u64,
-        lagged
+        "binary vs JSON: {:.2}x the delivered bytes/s of one viewer",
+        rates[1] / rates[0]
+    );
+
+    // Flood to many binary observers at once.
+    let pid = child.id().unwrap_or(0);
+    let sid = create(json!({ "command": format!("sleep 3; cat {}", file.display()) })).await?;
+    let mut observers = Vec::with_capacity(viewers);
+    for _ in 0..viewers {
+        let mut ws = attach_as(&addr, &sid, "pty-ws.v1.binary").await?;
+        join(&mut ws, "observer", None).await?;
+        observers.push(ws);
+    }
+    let cpu_before = cpu_secs(pid);
+    let wall = Instant::now();
+    let drains = observers
+        .into_iter()
+        .map(|mut ws| tokio::spawn(async move { drain_until_closed(&mut ws).await }));
+    let mut results = Vec::with_capacity(viewers);
+    for d in futures_util::future::join_all(drains).await {
+        results.push(d??);
+    }
+    let cpu = (cpu_secs(pid) - cpu_before) / wall.elapsed().as_secs_f64();
+    let mut per_viewer: Vec<f64> = results
+        .iter()
+        .map(|d| d.bytes as f64 / d.elapsed.as_secs_f64() / 1048576.0)
+        .collect();
+    per_viewer.sort_by(f64::total_cmp);
+    let complete = results.iter().filter(|d| d.bytes == on_screen).count();
+    println!(
+        "{viewers} binary observers: per viewer {:.1} MiB/s median, {:.1} MiB/s slowest; {complete} got every byte, {} caught up by keyframes ({} lag events); server CPU {:.0}% of one core, RSS {:.1} MiB",
+        per_viewer[per_viewer.len() / 2],
+        per_viewer[0],
+        results.iter().filter(|d| d.lagged > 0).count(),
+        results.iter().map(|d| d.lagged).sum::<usize>(),
+        cpu * 100.0,
+        rss_mib(pid)
     );
 
     // Echo of one byte through cat in raw mode.
@@ -134,6 +184,30 @@ async fn main() -> anyhow::Result<()> {
         us(f) / us(e),
         us(r) / 1000.0
     );
+
+    // Memory of idle sessions, then of idle viewers on one session.
+    let before = rss_mib(pid);
+    let mut idle = Vec::with_capacity(IDLE_SESSIONS);
+    for _ in 0..IDLE_SESSIONS {
+        idle.push(create(json!({ "command": "exec cat" })).await?);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_sessions = rss_mib(pid);
+    let mut held = Vec::with_capacity(viewers);
+    for _ in 0..viewers {
+        let mut ws = attach_as(&addr, &idle[0], "pty-ws.v1.binary").await?;
+        join(&mut ws, "observer", None).await?;
+        held.push(ws);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_viewers = rss_mib(pid);
+    println!(
+        "memory: {:.0} KiB per idle session ({IDLE_SESSIONS} sessions), {:.0} KiB per idle viewer ({viewers} viewers), server RSS {:.1} MiB",
+        (with_sessions - before) * 1024.0 / IDLE_SESSIONS as f64,
+        (with_viewers - with_sessions) * 1024.0 / viewers as f64,
+        with_viewers
+    );
+    drop(held);
 
     unsafe_kill(child.id().unwrap_or(0) as i32);
     child.wait().await?;
@@ -201,6 +275,10 @@ async fn start_server(
             "127.0.0.1:0",
             "--bootstrap-token",
             TOKEN,
+            "--max-observers",
+            "1000",
+            "--rate-limit-connections",
+            "1000",
             "--data-dir",
         ])
         .arg(dir.join("data"))
@@ -228,11 +306,15 @@ fn unsafe_kill(pid: i32) {
 }
 
 async fn attach(addr: &str, sid: &str) -> anyhow::Result<Ws> {
+    attach_as(addr, sid, "pty-ws.v1").await
+}
+
+async fn attach_as(addr: &str, sid: &str, subprotocol: &str) -> anyhow::Result<Ws> {
     let mut req =
         format!("ws://{addr}/agents/local/sessions/{sid}/attach").into_client_request()?;
     req.headers_mut().insert(
         "Sec-WebSocket-Protocol",
-        format!("pty-ws.v1, bearer.{}", URL_SAFE_NO_PAD.encode(TOKEN)).parse()?,
+        format!("{subprotocol}, bearer.{}", URL_SAFE_NO_PAD.encode(TOKEN)).parse()?,
     );
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
     next(&mut ws).await?; // binding_hello
@@ -290,23 +372,78 @@ async fn join_latency(addr: &str, sid: &str, replay_from: Option<u64>) -> anyhow
     Ok(percentiles(&mut times).0)
 }
 
-/// Counts Output bytes until `Closed`; returns (bytes, lag events, time since the first Output).
-async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<(usize, usize, Duration)> {
-    let (mut got, mut lagged, mut start) = (0, 0, None);
+/// What a viewer received of a flood.
+struct Drained {
+    /// Output bytes (JSON `Output` or `PW1O`).
+    bytes: usize,
+    /// `PTY_OUTPUT_LAGGED` errors (each followed by a keyframe).
+    lagged: usize,
+    /// From the first output to `Closed`.
+    elapsed: Duration,
+}
+
+/// Counts output bytes, JSON or binary, until `Closed`.
+async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<Drained> {
+    let (mut bytes, mut lagged, mut start) = (0, 0, None);
     loop {
-        let f = next(ws).await?;
+        let msg = tokio::time::timeout(Duration::from_secs(60), ws.next())
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("closed before Closed"))??;
+        let f: Value = match msg {
+            Message::Binary(b) => {
+                let (_, _, data) = app::wire::parse_binary_output(&b)
+                    .ok_or_else(|| anyhow::anyhow!("a binary frame that is not PW1O"))?;
+                start.get_or_insert_with(Instant::now);
+                bytes += data.len();
+                continue;
+            }
+            Message::Text(t) => serde_json::from_str(&t)?,
+            Message::Close(_) => anyhow::bail!("closed before Closed"),
+            _ => continue,
+        };
         match f["payload"]["kind"].as_str() {
             Some("Output") => {
                 start.get_or_insert_with(Instant::now);
-                got += STANDARD
+                bytes += STANDARD
                     .decode(f["payload"]["data"].as_str().unwrap_or(""))?
                     .len();
             }
-            Some("Error") => lagged += 1,
             Some("Closed") => {
-                return Ok((got, lagged, start.map_or(Duration::ZERO, |s| s.elapsed())));
+                let elapsed = start.map_or(Duration::ZERO, |s| s.elapsed());
+                return Ok(Drained {
+                    bytes,
+                    lagged,
+                    elapsed,
+                });
             }
+            _ if f["payload"]["code"] == "PTY_OUTPUT_LAGGED" => lagged += 1,
             _ => {}
         }
     }
+}
+
+/// CPU seconds (user + system) the process has used.
+fn cpu_secs(pid: u32) -> f64 {
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // Fields after the parenthesised command name; utime and stime are 14 and 15.
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
+        })
+        .unwrap_or(0.0)
+}
+
+/// Resident memory of the process, in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
 }
