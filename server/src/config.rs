@@ -27,6 +27,9 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Create, list and revoke bearer tokens.
     Token(TokenArgs),
+    /// Serve one agent over the STDIO binding (stdin/stdout) for the parent process that
+    /// spawned this one; needs A2A_SESSION_ID.
+    Stdio(StdioArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -87,22 +90,8 @@ pub struct ServeArgs {
     /// Seconds without a Pong after which a connection is reaped.
     #[arg(long, env = "PTYHOST_HEARTBEAT_TIMEOUT", default_value_t = 90.0)]
     pub heartbeat_timeout: f64,
-    /// Frames each session retains for replay at least.
-    #[arg(long, env = "PTYHOST_REPLAY_FRAMES", default_value_t = 1000)]
-    pub replay_frames: usize,
-    /// Seconds of frames each session retains for replay at least.
-    #[arg(long, env = "PTYHOST_REPLAY_RETENTION", default_value_t = 86400)]
-    pub replay_retention: u64,
-    /// A keyframe at least this often (seconds) while output flows.
-    #[arg(long, env = "PTYHOST_KEYFRAME_INTERVAL_SECS", default_value_t = 5.0)]
-    pub keyframe_interval_secs: f64,
-    /// A keyframe at least every this many output frames.
-    #[arg(long, env = "PTYHOST_KEYFRAME_INTERVAL_FRAMES", default_value_t = 100)]
-    pub keyframe_interval_frames: u64,
-    #[arg(long, env = "PTYHOST_MAX_CONTROLLERS", default_value_t = 1)]
-    pub max_controllers: usize,
-    #[arg(long, env = "PTYHOST_MAX_OBSERVERS", default_value_t = 32)]
-    pub max_observers: usize,
+    #[command(flatten)]
+    pub session: SessionArgs,
     /// New pty-ws connections a token may open per second (twice that at once; the whole
     /// server takes ten times as many).
     #[arg(long, env = "PTYHOST_RATE_LIMIT_CONNECTIONS", default_value_t = 20)]
@@ -118,54 +107,24 @@ pub struct ServeArgs {
         default_value_t = 128
     )]
     pub max_connections_per_session: usize,
-    /// What the agent does with a message: run it in a shell, or play the A2A TCK
-    /// conformance scenarios.
-    #[arg(long, env = "PTYHOST_EXECUTOR", value_enum, default_value = "shell")]
-    pub executor: crate::executor::Executor,
     /// The built UI assets (default: LEPTOS_SITE_ROOT, else target/site).
     #[arg(long, env = "PTYHOST_SITE_ROOT")]
     pub site_root: Option<PathBuf>,
 }
 
 impl ServeArgs {
-    /// The session settings, after checking that the numbers make sense together.
+    /// The session settings, after checking the heartbeat and session numbers.
     pub fn settings(&self) -> anyhow::Result<Settings> {
-        let secs = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(Duration::from_secs_f64(v))
-            } else {
-                Err(anyhow::anyhow!(
-                    "--{name} must be a positive number of seconds"
-                ))
-            }
-        };
-        secs("heartbeat-interval", self.heartbeat_interval)?;
-        if secs("heartbeat-timeout", self.heartbeat_timeout)? <= self.heartbeat()?.0 {
-            anyhow::bail!("--heartbeat-timeout must be longer than --heartbeat-interval");
-        }
+        let (interval, timeout) = self.heartbeat()?;
         anyhow::ensure!(
-            self.max_controllers >= 1,
-            "--max-controllers must be at least 1"
+            !interval.is_zero(),
+            "--heartbeat-interval must be a positive number of seconds"
         );
         anyhow::ensure!(
-            self.replay_frames >= 1,
-            "--replay-frames must be at least 1"
+            timeout > interval,
+            "--heartbeat-timeout must be longer than --heartbeat-interval"
         );
-        anyhow::ensure!(
-            self.keyframe_interval_frames >= 1,
-            "--keyframe-interval-frames must be at least 1"
-        );
-        Ok(Settings {
-            replay_frames: self.replay_frames,
-            replay_retention: Duration::from_secs(self.replay_retention),
-            keyframe_interval: secs("keyframe-interval-secs", self.keyframe_interval_secs)?,
-            keyframe_frames: self.keyframe_interval_frames,
-            max_controllers: self.max_controllers,
-            max_observers: self.max_observers,
-            default_cols: 120,
-            default_rows: 30,
-            shell_rc: None,
-        })
+        self.session.settings()
     }
 
     pub fn limits(&self) -> anyhow::Result<crate::limits::LimitSettings> {
@@ -198,6 +157,83 @@ impl ServeArgs {
             .or_else(|| std::env::var_os("LEPTOS_SITE_ROOT").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("target/site"))
     }
+}
+
+/// What every session and task runs with: `serve` and `stdio` share these.
+#[derive(Debug, Clone, Args)]
+pub struct SessionArgs {
+    /// Frames each session retains for replay at least.
+    #[arg(long, env = "PTYHOST_REPLAY_FRAMES", default_value_t = 1000)]
+    pub replay_frames: usize,
+    /// Seconds of frames each session retains for replay at least.
+    #[arg(long, env = "PTYHOST_REPLAY_RETENTION", default_value_t = 86400)]
+    pub replay_retention: u64,
+    /// A keyframe at least this often (seconds) while output flows.
+    #[arg(long, env = "PTYHOST_KEYFRAME_INTERVAL_SECS", default_value_t = 5.0)]
+    pub keyframe_interval_secs: f64,
+    /// A keyframe at least every this many output frames.
+    #[arg(long, env = "PTYHOST_KEYFRAME_INTERVAL_FRAMES", default_value_t = 100)]
+    pub keyframe_interval_frames: u64,
+    #[arg(long, env = "PTYHOST_MAX_CONTROLLERS", default_value_t = 1)]
+    pub max_controllers: usize,
+    #[arg(long, env = "PTYHOST_MAX_OBSERVERS", default_value_t = 32)]
+    pub max_observers: usize,
+    /// What the agent does with a message: run it in a shell, or play the A2A TCK
+    /// conformance scenarios.
+    #[arg(long, env = "PTYHOST_EXECUTOR", value_enum, default_value = "shell")]
+    pub executor: crate::executor::Executor,
+}
+
+impl SessionArgs {
+    /// The session settings, after checking that the numbers make sense together.
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let secs = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(anyhow::anyhow!(
+                    "--{name} must be a positive number of seconds"
+                ))
+            }
+        };
+        anyhow::ensure!(
+            self.max_controllers >= 1,
+            "--max-controllers must be at least 1"
+        );
+        anyhow::ensure!(
+            self.replay_frames >= 1,
+            "--replay-frames must be at least 1"
+        );
+        anyhow::ensure!(
+            self.keyframe_interval_frames >= 1,
+            "--keyframe-interval-frames must be at least 1"
+        );
+        Ok(Settings {
+            replay_frames: self.replay_frames,
+            replay_retention: Duration::from_secs(self.replay_retention),
+            keyframe_interval: secs("keyframe-interval-secs", self.keyframe_interval_secs)?,
+            keyframe_frames: self.keyframe_interval_frames,
+            max_controllers: self.max_controllers,
+            max_observers: self.max_observers,
+            default_cols: 120,
+            default_rows: 30,
+            shell_rc: None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StdioArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Largest frame body accepted, in bytes.
+    #[arg(long, env = "PTYHOST_STDIO_MAX_FRAME_BYTES", default_value_t = 1024 * 1024)]
+    pub max_frame_bytes: usize,
+    /// Let push notifications reach loopback and private addresses.
+    #[arg(long, env = "PTYHOST_PUSH_ALLOW_LOOPBACK")]
+    pub push_allow_loopback: bool,
 }
 
 #[derive(Debug, Args)]

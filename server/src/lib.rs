@@ -33,40 +33,135 @@ async fn open_store(args: &StoreArgs) -> Result<Store> {
     Store::open(args.database_url.as_deref(), &args.data_dir).await
 }
 
-/// `ptyhost serve`: runs until SIGTERM or SIGINT, then shuts down in order: every session
-/// closes (its `Closed` frame persisted), every connection says goodbye, the store flushes.
-pub async fn serve(args: ServeArgs) -> Result<()> {
+/// Diagnostics go to stderr (stdout carries protocol: the listening line, STDIO frames).
+/// `RUST_LOG` chooses what is logged, else `default`.
+fn init_tracing(default: &str) {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn".into()),
+                .unwrap_or_else(|_| default.into()),
         )
         .init();
-    let mut settings = args.settings()?;
+}
+
+/// `ptyhost stdio`: the agent for the parent process on stdin/stdout; returns the exit code
+/// of the STDIO binding (0 done, 1 failure, 2 protocol error, 3 version, 4 startup denied).
+pub async fn stdio(args: config::StdioArgs) -> u8 {
+    use bindings::stdio::{self, exit};
+    let session_id = match std::env::var("A2A_SESSION_ID") {
+        Ok(s) if !s.is_empty() => s,
+        _ => {
+            eprintln!("ptyhost stdio: A2A_SESSION_ID is required");
+            return exit::STARTUP_DENIED;
+        }
+    };
+    if let Ok(v) = std::env::var("A2A_PROTOCOL_VERSION")
+        && !v.is_empty()
+        && v.split('.').next() != Some("1")
+    {
+        eprintln!("ptyhost stdio: A2A_PROTOCOL_VERSION {v} is not served (1.x is)");
+        return exit::VERSION;
+    }
+    let level = std::env::var("A2A_LOG_LEVEL").unwrap_or_else(|_| "info".into());
+    init_tracing(&format!("{level},sqlx=warn"));
+    let params = stdio::service_params(std::env::vars());
+    tracing::info!(%session_id, service_params = %serde_json::Value::Object(params), "stdio session");
+    let core = async {
+        let settings = args.session.settings()?;
+        Core::start(
+            &args.store,
+            settings,
+            &args.session,
+            "local",
+            args.push_allow_loopback,
+        )
+        .await
+    };
+    let core = match core.await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ptyhost stdio: {e:#}");
+            return exit::FAILURE;
+        }
+    };
+    let code = stdio::serve(
+        core.tasks.clone(),
+        session_id,
+        args.max_frame_bytes,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    )
+    .await;
+    core.sessions.shutdown().await;
+    core.store.close().await;
+    code
+}
+
+/// The agent without its transports: the store, the audit trail, the sessions and the
+/// task service, recovered from what a previous process left.
+pub struct Core {
+    pub store: Store,
+    pub audit: audit::Audit,
+    pub sessions: Sessions,
+    pub tasks: a2a::service::TaskService,
+}
+
+impl Core {
+    pub async fn start(
+        store_args: &StoreArgs,
+        mut settings: sessions::Settings,
+        session: &config::SessionArgs,
+        instance_id: &str,
+        push_allow_loopback: bool,
+    ) -> Result<Core> {
+        let store = open_store(store_args).await?;
+        settings.shell_rc = sessions::install_shell_rc(&store_args.data_dir)
+            .context("writing the shell-integration rc file")?;
+        let audit = audit::Audit::start(store.clone());
+        let sessions = Sessions::new(
+            store.clone(),
+            audit.clone(),
+            settings,
+            instance_id.to_owned(),
+        );
+        sessions.recover().await?;
+        let guard = push::Guard {
+            allow_loopback: push_allow_loopback,
+        };
+        let push = push::Push::new(store.clone(), guard)?;
+        let tasks =
+            a2a::service::TaskService::new(store.clone(), sessions.clone(), session.executor, push);
+        tasks.recover().await?;
+        Ok(Core {
+            store,
+            audit,
+            sessions,
+            tasks,
+        })
+    }
+}
+
+/// `ptyhost serve`: runs until SIGTERM or SIGINT, then shuts down in order: every session
+/// closes (its `Closed` frame persisted), every connection says goodbye, the store flushes.
+pub async fn serve(args: ServeArgs) -> Result<()> {
+    init_tracing("info,sqlx=warn");
     let (heartbeat_interval, heartbeat_timeout) = args.heartbeat()?;
     let limit_settings = args.limits()?;
-    let store = open_store(&args.store).await?;
-    settings.shell_rc = sessions::install_shell_rc(&args.store.data_dir)
-        .context("writing the shell-integration rc file")?;
-    let audit = audit::Audit::start(store.clone());
-    let sessions = Sessions::new(
-        store.clone(),
-        audit.clone(),
-        settings,
-        args.instance_id.clone(),
-    );
-    sessions.recover().await?;
-    let push = push::Push::new(
-        store.clone(),
-        push::Guard {
-            allow_loopback: args.push_allow_loopback,
-        },
-    )?;
-    let tasks =
-        a2a::service::TaskService::new(store.clone(), sessions.clone(), args.executor, push);
-    tasks.recover().await?;
+    let Core {
+        store,
+        audit,
+        sessions,
+        tasks,
+    } = Core::start(
+        &args.store,
+        args.settings()?,
+        &args.session,
+        &args.instance_id,
+        args.push_allow_loopback,
+    )
+    .await?;
     if let Some(token) = &args.bootstrap_token {
         auth::ensure_bootstrap(&store, token).await?;
     }

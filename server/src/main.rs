@@ -19,17 +19,19 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
-        match command {
+    runtime.block_on(async {
+        let result = match command {
+            // The STDIO binding defines its own exit codes.
+            Command::Stdio(args) => return ExitCode::from(server::stdio(args).await),
             Command::Serve(args) => server::serve(*args).await,
             Command::Token(args) => server::token_command(args).await,
+        };
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ptyhost: {e:#}");
+                ExitCode::FAILURE
+            }
         }
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ptyhost: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::a2a::service::Sent;
-use crate::a2a::service::TaskStream;
+use crate::a2a::service::{TaskService, TaskStream};
 use crate::a2a::{A2aError, Version, extensions, v03};
 use crate::auth;
 use crate::auth::Principal;
@@ -56,7 +56,7 @@ pub async fn endpoint(
 }
 
 /// A method's answer: one result, or a stream of them in a protocol version's shapes.
-enum Reply {
+pub enum Reply {
     Value(Value),
     Stream(Box<TaskStream>, Version),
 }
@@ -128,10 +128,20 @@ async fn handle(
         .await
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
     let params = request.get("params").cloned().unwrap_or(json!({}));
-    let tasks = &state.tasks;
     if legacy {
         return v03_method(state, &who, method, params).await;
     }
+    call(&state.tasks, &who, method, params).await
+}
+
+/// An A2A 1.0 method on the task service: the JSON-RPC binding's and the STDIO binding's.
+pub async fn call(
+    tasks: &TaskService,
+    who: &Principal,
+    method: &str,
+    params: Value,
+) -> Result<Reply, A2aError> {
+    let who = who.clone();
     Ok(Reply::Value(match method {
         "SendMessage" => json!(
             tasks
@@ -310,7 +320,7 @@ fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, A2aError
     serde_json::from_value(params).map_err(|e| A2aError::InvalidParams(format!("{method}: {e}")))
 }
 
-fn error_object(id: &Value, e: &A2aError) -> Value {
+pub fn error_object(id: &Value, e: &A2aError) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": {
         "code": e.jsonrpc_code(),
         "message": e.to_string(),

@@ -3,3 +3,4 @@
 pub mod jsonrpc;
 pub mod pty_ws;
 pub mod rest;
+pub mod stdio;
