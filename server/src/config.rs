@@ -30,6 +30,9 @@ pub enum Command {
     /// Serve one agent over the STDIO binding (stdin/stdout) for the parent process that
     /// spawned this one; needs A2A_SESSION_ID.
     Stdio(StdioArgs),
+    /// The A2A client: read a card, send, get, list, cancel and subscribe, over HTTP+JSON
+    /// or JSON-RPC in A2A 0.3 or 1.0.
+    A2a(A2aArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -234,6 +237,93 @@ pub struct StdioArgs {
     /// Let push notifications reach loopback and private addresses.
     #[arg(long, env = "PTYHOST_PUSH_ALLOW_LOOPBACK")]
     pub push_allow_loopback: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct A2aArgs {
+    /// Which protocol versions to use: 0.3, 1.0 (never 0.3), or auto (1.0 first).
+    #[arg(
+        long = "a2a-protocol",
+        env = "AIWG_A2A_PROTOCOL_POLICY",
+        default_value = "0.3",
+        global = true
+    )]
+    pub protocol: crate::client::Policy,
+    /// Under auto, fall back to 0.3 when the server answers VersionNotSupported.
+    #[arg(
+        long = "a2a-protocol-fallback",
+        env = "AIWG_A2A_PROTOCOL_FALLBACK",
+        overrides_with = "no_fallback",
+        global = true
+    )]
+    pub fallback: bool,
+    #[arg(
+        long = "no-a2a-protocol-fallback",
+        overrides_with = "fallback",
+        global = true
+    )]
+    pub no_fallback: bool,
+    /// Use only this binding (HTTP+JSON or JSONRPC).
+    #[arg(long, global = true)]
+    pub binding: Option<String>,
+    /// Bearer token.
+    #[arg(long, env = "PTYHOST_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// Read the AgentCard from this file or URL instead of the agent's well-known path.
+    #[arg(long, global = true)]
+    pub card: Option<String>,
+    /// Print machine-readable JSON (one object per line).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub op: A2aOp,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum A2aOp {
+    /// Show the card's interfaces and the order the policy tries them in.
+    Card {
+        url: String,
+    },
+    /// Report the policy and the version, binding and URL it selects.
+    Status {
+        url: String,
+    },
+    /// Send a message (its words are the command line the agent runs).
+    Send {
+        url: String,
+        #[arg(required = true)]
+        text: Vec<String>,
+        #[arg(long)]
+        context: Option<String>,
+        /// Answer a task that waits for input.
+        #[arg(long)]
+        task: Option<String>,
+        /// Stream the task's events as they come.
+        #[arg(long)]
+        stream: bool,
+        #[arg(long)]
+        return_immediately: bool,
+    },
+    Get {
+        url: String,
+        id: String,
+        #[arg(long)]
+        history: Option<u32>,
+    },
+    List {
+        url: String,
+        #[arg(long)]
+        context: Option<String>,
+    },
+    Cancel {
+        url: String,
+        id: String,
+    },
+    Subscribe {
+        url: String,
+        id: String,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod auth;
 pub mod bindings;
 pub mod card;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod executor;
@@ -347,4 +348,229 @@ pub async fn token_command(args: TokenArgs) -> Result<()> {
     }
     store.close().await;
     Ok(())
+}
+
+/// `ptyhost a2a …`: the A2A client on the command line.
+pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
+    use client::{Binding, ClientError, Connection, Policy, with_policy};
+    use config::A2aOp;
+    use futures_util::StreamExt;
+
+    init_tracing("warn");
+    let http = reqwest::Client::new();
+    let url = match &args.op {
+        A2aOp::Card { url }
+        | A2aOp::Status { url }
+        | A2aOp::Send { url, .. }
+        | A2aOp::Get { url, .. }
+        | A2aOp::List { url, .. }
+        | A2aOp::Cancel { url, .. }
+        | A2aOp::Subscribe { url, .. } => url.clone(),
+    };
+    let card = client::fetch_card(&http, args.card.as_deref().unwrap_or(&url)).await?;
+    let all = client::interfaces(&card)?;
+    let binding = match args
+        .binding
+        .as_deref()
+        .map(str::to_ascii_uppercase)
+        .as_deref()
+    {
+        None => None,
+        Some("HTTP+JSON" | "REST") => Some(Binding::HttpJson),
+        Some("JSONRPC" | "JSON-RPC") => Some(Binding::JsonRpc),
+        Some(other) => anyhow::bail!("--binding {other} is not HTTP+JSON or JSONRPC"),
+    };
+    let candidates = client::candidates(&all, args.protocol, binding);
+    let fallback = args.fallback && !args.no_fallback;
+    let token = args.token.as_deref();
+    let json_out = args.json;
+    let print = move |v: &serde_json::Value| {
+        if json_out {
+            println!("{v}");
+        } else {
+            print_human(v);
+        }
+    };
+    let run = |op: &'static str| move |e: ClientError| anyhow::anyhow!("{op}: {e}");
+    match args.op {
+        A2aOp::Card { .. } => {
+            let order: Vec<serde_json::Value> = candidates
+                .iter()
+                .map(|i| serde_json::json!({ "version": i.version.label(), "binding": i.binding.name(), "url": i.url }))
+                .collect();
+            if json_out {
+                println!("{}", serde_json::json!({ "card": card, "tryOrder": order }));
+            } else {
+                println!(
+                    "{} — {}",
+                    card["name"].as_str().unwrap_or("?"),
+                    card["description"].as_str().unwrap_or("")
+                );
+                for i in &order {
+                    println!(
+                        "  {} {} {}",
+                        i["version"].as_str().unwrap_or(""),
+                        i["binding"].as_str().unwrap_or(""),
+                        i["url"].as_str().unwrap_or("")
+                    );
+                }
+            }
+        }
+        A2aOp::Status { .. } => {
+            // A probe any speaking interface answers: TaskNotFound means it works.
+            let probe = |c: Connection| async move {
+                match c.get("ptyhost-status-probe", None).await {
+                    Err(ClientError::A2a { reason, .. }) if reason == "TASK_NOT_FOUND" => Ok(()),
+                    Err(e) => Err(e),
+                    Ok(_) => Ok(()),
+                }
+            };
+            let (iface, ()) =
+                with_policy(&http, token, &candidates, args.protocol, fallback, probe)
+                    .await
+                    .map_err(run("status"))?;
+            let policy = match args.protocol {
+                Policy::V03 => "0.3",
+                Policy::V1 => "1.0",
+                Policy::Auto => "auto",
+            };
+            let status = serde_json::json!({
+                "policy": policy, "fallback": fallback, "selectedVersion": iface.version.label(),
+                "binding": iface.binding.name(), "interfaceUrl": iface.url,
+            });
+            if json_out {
+                println!("{status}");
+            } else {
+                println!(
+                    "policy {policy} (fallback {}): A2A {} over {} at {}",
+                    if fallback { "on" } else { "off" },
+                    iface.version.label(),
+                    iface.binding.name(),
+                    iface.url
+                );
+            }
+        }
+        A2aOp::Send {
+            text,
+            context,
+            task,
+            stream,
+            return_immediately,
+            ..
+        } => {
+            let message = app::a2a::Message {
+                message_id: uuid::Uuid::now_v7().to_string(),
+                context_id: context,
+                task_id: task,
+                role: app::a2a::Role::User,
+                parts: vec![app::a2a::Part::text(text.join(" "))],
+                metadata: None,
+                extensions: Vec::new(),
+                reference_task_ids: Vec::new(),
+            };
+            if stream {
+                let (_, mut events) =
+                    with_policy(&http, token, &candidates, args.protocol, fallback, |c| {
+                        let m = message.clone();
+                        async move { c.send_stream(&m).await }
+                    })
+                    .await
+                    .map_err(run("send"))?;
+                while let Some(event) = events.next().await {
+                    print(&event.map_err(run("stream"))?);
+                }
+            } else {
+                let (_, sent) =
+                    with_policy(&http, token, &candidates, args.protocol, fallback, |c| {
+                        let m = message.clone();
+                        async move { c.send(&m, return_immediately).await }
+                    })
+                    .await
+                    .map_err(run("send"))?;
+                print(&sent);
+            }
+        }
+        A2aOp::Get { id, history, .. } => {
+            let (_, task) = with_policy(&http, token, &candidates, args.protocol, fallback, |c| {
+                let id = id.clone();
+                async move { c.get(&id, history).await }
+            })
+            .await
+            .map_err(run("get"))?;
+            print(&serde_json::json!({ "task": task }));
+        }
+        A2aOp::List { context, .. } => {
+            let (_, page) = with_policy(&http, token, &candidates, args.protocol, fallback, |c| {
+                let context = context.clone();
+                async move { c.list(context.as_deref()).await }
+            })
+            .await
+            .map_err(run("list"))?;
+            for task in page["tasks"].as_array().into_iter().flatten() {
+                print(&serde_json::json!({ "task": task }));
+            }
+        }
+        A2aOp::Cancel { id, .. } => {
+            let (_, task) = with_policy(&http, token, &candidates, args.protocol, fallback, |c| {
+                let id = id.clone();
+                async move { c.cancel(&id).await }
+            })
+            .await
+            .map_err(run("cancel"))?;
+            print(&serde_json::json!({ "task": task }));
+        }
+        A2aOp::Subscribe { id, .. } => {
+            let (_, mut events) =
+                with_policy(&http, token, &candidates, args.protocol, fallback, |c| {
+                    let id = id.clone();
+                    async move { c.subscribe(&id).await }
+                })
+                .await
+                .map_err(run("subscribe"))?;
+            while let Some(event) = events.next().await {
+                print(&event.map_err(run("stream"))?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A StreamResponse-shaped value for people: task states, and output as it comes.
+fn print_human(v: &serde_json::Value) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Some(t) = v.get("task") {
+        let _ = writeln!(
+            out,
+            "task {} {}",
+            t["id"].as_str().unwrap_or("?"),
+            t["status"]["state"]
+                .as_str()
+                .unwrap_or("?")
+                .trim_start_matches("TASK_STATE_")
+        );
+        for a in t["artifacts"].as_array().into_iter().flatten() {
+            for p in a["parts"].as_array().into_iter().flatten() {
+                let _ = write!(out, "{}", p["text"].as_str().unwrap_or(""));
+            }
+        }
+    } else if let Some(u) = v.get("statusUpdate") {
+        let _ = writeln!(
+            out,
+            "[{}]",
+            u["status"]["state"]
+                .as_str()
+                .unwrap_or("?")
+                .trim_start_matches("TASK_STATE_")
+        );
+    } else if let Some(u) = v.get("artifactUpdate") {
+        for p in u["artifact"]["parts"].as_array().into_iter().flatten() {
+            let _ = write!(out, "{}", p["text"].as_str().unwrap_or(""));
+        }
+    } else if let Some(m) = v.get("message") {
+        for p in m["parts"].as_array().into_iter().flatten() {
+            let _ = writeln!(out, "{}", p["text"].as_str().unwrap_or(""));
+        }
+    }
+    let _ = out.flush();
 }

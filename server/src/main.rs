@@ -25,6 +25,7 @@ fn main() -> ExitCode {
             Command::Stdio(args) => return ExitCode::from(server::stdio(args).await),
             Command::Serve(args) => server::serve(*args).await,
             Command::Token(args) => server::token_command(args).await,
+            Command::A2a(args) => server::a2a_command(args).await,
         };
         match result {
             Ok(()) => ExitCode::SUCCESS,

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 /// The A2A protocol version a caller speaks on a binding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Version {
     V1,
     V03,

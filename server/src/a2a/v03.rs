@@ -302,6 +302,65 @@ pub fn send_params(v: &Value) -> Result<SendMessageRequest, A2aError> {
     request(message, v, false)
 }
 
+/// A 0.3 answer (JSON-RPC `kind` shapes or REST ProtoJSON) as 1.0 JSON: roles and states
+/// as 1.0 enums, `content` as `parts`, parts flattened, `kind` and `final` dropped.
+pub fn to_v1(v: &Value) -> Result<Value, A2aError> {
+    Ok(match v {
+        Value::Object(o) => {
+            let mut out = Map::new();
+            for (k, val) in o {
+                let converted = match k.as_str() {
+                    "kind" | "final" => continue,
+                    "role" => match val.as_str() {
+                        Some("user") => json!("ROLE_USER"),
+                        Some("agent") => json!("ROLE_AGENT"),
+                        _ => val.clone(),
+                    },
+                    "state" => json!(match val.as_str().unwrap_or("") {
+                        "TASK_STATE_CANCELLED" => "TASK_STATE_CANCELED".to_owned(),
+                        s if s.starts_with("TASK_STATE_") => s.to_owned(),
+                        s => format!("TASK_STATE_{}", s.replace('-', "_").to_ascii_uppercase()),
+                    }),
+                    "content" | "parts" => Value::Array(
+                        val.as_array()
+                            .map(|parts| parts.iter().map(part_to_v1).collect::<Result<_, _>>())
+                            .transpose()?
+                            .unwrap_or_default(),
+                    ),
+                    _ => to_v1(val)?,
+                };
+                let key = if k == "content" { "parts" } else { k.as_str() };
+                out.insert(key.to_owned(), converted);
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(to_v1).collect::<Result<_, _>>()?),
+        other => other.clone(),
+    })
+}
+
+/// A 0.3 part (`kind` shape or REST ProtoJSON) as a 1.0 part.
+fn part_to_v1(p: &Value) -> Result<Value, A2aError> {
+    if p.get("kind").is_none() {
+        return rest::part_in(p);
+    }
+    let part = part_in(p)?;
+    Ok(json!(part))
+}
+
+/// A 0.3 stream event or send result (`kind`-discriminated) in the 1.0 wrapper.
+pub fn wrap_v1(v: &Value) -> Result<Value, A2aError> {
+    let wrapper = match str_field(v, "kind") {
+        Some("task") => "task",
+        Some("message") => "message",
+        Some("status-update") => "statusUpdate",
+        Some("artifact-update") => "artifactUpdate",
+        // REST answers come wrapped already.
+        _ => return to_v1(v),
+    };
+    Ok(json!({ wrapper: to_v1(v)? }))
+}
+
 /// The 0.3 REST binding speaks the ProtoJSON of the 0.3 proto: like 1.0 but messages carry
 /// `content`, file and data parts are nested, and canceled is spelled `TASK_STATE_CANCELLED`.
 pub mod rest {
@@ -400,7 +459,7 @@ pub mod rest {
         }
     }
 
-    fn part_in(p: &Value) -> Result<Value, A2aError> {
+    pub(super) fn part_in(p: &Value) -> Result<Value, A2aError> {
         let mut out = if let Some(t) = p.get("text") {
             json!({ "text": t })
         } else if let Some(d) = p.get("data") {

@@ -1,0 +1,183 @@
+//! `ptyhost a2a`, the A2A client, against the real server: every binding in both versions
+//! under each protocol policy, normalized answers, and the fallback rules (only
+//! VersionNotSupported downgrades `auto`, only with fallback on; strict 1.0 never does).
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Runs `ptyhost a2a ARGS`; returns (exit success, stdout lines as JSON, stderr).
+async fn a2a(args: &[&str]) -> (bool, Vec<Value>, String) {
+    let out = tokio::process::Command::new(bin())
+        .arg("a2a")
+        .args(args)
+        .env_remove("AIWG_A2A_PROTOCOL_POLICY")
+        .env_remove("AIWG_A2A_PROTOCOL_FALLBACK")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
+        .collect();
+    (
+        out.status.success(),
+        lines,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_client_speaks_every_binding_in_both_versions_with_one_normalized_answer() {
+    let s = TestServer::start(&[]).await;
+    let base = format!("http://{}", s.addr);
+    for policy in ["0.3", "1.0", "auto"] {
+        for binding in ["JSONRPC", "HTTP+JSON"] {
+            let common = [
+                "--token",
+                ADMIN,
+                "--json",
+                "--a2a-protocol",
+                policy,
+                "--binding",
+                binding,
+            ];
+            let (ok, out, err) = a2a(&[
+                &common[..],
+                &["send", &base, "echo", &format!("via-{policy}")],
+            ]
+            .concat())
+            .await;
+            assert!(ok, "{policy} {binding}: {err}");
+            let task = &out[0]["task"];
+            assert_eq!(
+                task["status"]["state"], "TASK_STATE_COMPLETED",
+                "{policy} {binding}"
+            );
+            assert_eq!(
+                task["artifacts"][0]["parts"][0]["text"],
+                format!("via-{policy}\r\n")
+            );
+            assert_eq!(
+                task["history"][0]["role"], "ROLE_USER",
+                "1.0 shapes whatever was spoken"
+            );
+            let id = task["id"].as_str().unwrap();
+
+            let (ok, got, _) = a2a(&[&common[..], &["get", &base, id]].concat()).await;
+            assert!(ok);
+            assert_eq!(got[0]["task"]["id"], id);
+
+            let (ok, events, err) =
+                a2a(&[&common[..], &["send", "--stream", &base, "echo a; echo b"]].concat()).await;
+            assert!(ok, "{err}");
+            assert!(events[0]["task"].is_object());
+            assert_eq!(
+                events.last().unwrap()["statusUpdate"]["status"]["state"],
+                "TASK_STATE_COMPLETED"
+            );
+
+            let (ok, status, _) = a2a(&[&common[..], &["status", &base]].concat()).await;
+            assert!(ok);
+            let expected = if policy == "0.3" { "0.3" } else { "1.0" };
+            assert_eq!(
+                (
+                    status[0]["selectedVersion"].as_str(),
+                    status[0]["binding"].as_str()
+                ),
+                (Some(expected), Some(binding))
+            );
+        }
+    }
+    let (ok, _, err) = a2a(&["--token", ADMIN, "list", &base]).await;
+    assert!(!ok && err.contains("0.3 has no ListTasks"), "{err}");
+    let (ok, listed, _) = a2a(&[
+        "--token",
+        ADMIN,
+        "--json",
+        "--a2a-protocol",
+        "1.0",
+        "list",
+        &base,
+    ])
+    .await;
+    assert!(ok && listed.len() >= 6);
+}
+
+#[tokio::test]
+async fn auto_falls_back_to_0_3_only_on_version_not_supported_and_only_when_allowed() {
+    let s = TestServer::start(&[]).await;
+    let base = format!("http://{}/agents/local", s.addr);
+    let dir = tempfile::tempdir().unwrap();
+    // A card whose 1.0 interface is really a 0.3 endpoint: it answers VersionNotSupported.
+    let card = dir.path().join("card.json");
+    std::fs::write(&card, json!({
+        "name": "mislabelled", "supportedInterfaces": [
+            { "url": format!("{base}/v1"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" },
+            { "url": format!("{base}/jsonrpc"), "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
+        ],
+    }).to_string()).unwrap();
+    let card = card.to_str().unwrap();
+    let send = |extra: &[&str]| {
+        let mut args = vec!["--token", ADMIN, "--json", "--card", card];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["send", &base, "true"]);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>| async move {
+        a2a(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
+    };
+
+    let (ok, out, err) = run(send(&["--a2a-protocol", "auto", "--a2a-protocol-fallback"])).await;
+    assert!(ok, "{err}");
+    assert_eq!(out[0]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let (ok, _, err) = run(send(&[
+        "--a2a-protocol",
+        "auto",
+        "--no-a2a-protocol-fallback",
+    ]))
+    .await;
+    assert!(!ok && err.contains("VERSION_NOT_SUPPORTED"), "{err}");
+    let (ok, _, err) = run(send(&["--a2a-protocol", "auto"])).await;
+    assert!(
+        !ok && err.contains("VERSION_NOT_SUPPORTED"),
+        "fallback is off by default: {err}"
+    );
+    let (ok, _, err) = run(send(&["--a2a-protocol", "1.0", "--a2a-protocol-fallback"])).await;
+    assert!(
+        !ok && err.contains("VERSION_NOT_SUPPORTED"),
+        "strict 1.0 never selects 0.3: {err}"
+    );
+
+    // An authentication error never downgrades: the 0.3 interface here is unreachable, so a
+    // downgrade would end in a transport error instead.
+    let dead = dir.path().join("dead.json");
+    std::fs::write(&dead, json!({
+        "name": "x", "supportedInterfaces": [
+            { "url": base, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" },
+            { "url": "http://127.0.0.1:9/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
+        ],
+    }).to_string()).unwrap();
+    let (ok, _, err) = a2a(&[
+        "--token",
+        "wrong",
+        "--card",
+        dead.to_str().unwrap(),
+        "--a2a-protocol",
+        "auto",
+        "--a2a-protocol-fallback",
+        "send",
+        &base,
+        "true",
+    ])
+    .await;
+    assert!(!ok && err.contains("UNAUTHENTICATED"), "{err}");
+
+    // A card that claims 1.0 with only legacy transport fields is refused.
+    let legacy = dir.path().join("legacy.json");
+    std::fs::write(&legacy, json!({ "name": "old", "protocolVersion": "1.0", "url": format!("{base}/jsonrpc"), "preferredTransport": "JSONRPC" }).to_string()).unwrap();
+    let (ok, _, err) = a2a(&["--card", legacy.to_str().unwrap(), "card", &base]).await;
+    assert!(!ok && err.contains("legacy transport fields only"), "{err}");
+}
