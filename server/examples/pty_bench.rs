@@ -233,6 +233,7 @@ fn spec(argv: &[&str]) -> SessionSpec {
         cols: 120,
         rows: 30,
         label: None,
+        host: server::sessions::host::Host::Native,
     }
 }
 

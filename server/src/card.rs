@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::extensions::Declared;
 use crate::http::AppState;
-use crate::sessions::{BACKENDS, CLASSES};
+use crate::sessions::host;
 
 /// The extensions the card declares, as requests activate them.
 pub const EXTENSIONS: [Declared; 2] = [PTY_EXTENSION, FLOW_EXTENSION];
@@ -54,8 +54,8 @@ fn pty_extension(state: &AppState) -> Value {
             "replay_buffer_retention_seconds": s.replay_retention.as_secs(),
             "default_cols": s.default_cols,
             "default_rows": s.default_rows,
-            "session_backends": BACKENDS,
-            "session_classes": CLASSES,
+            "session_backends": host::backends(),
+            "session_classes": host::classes(),
         },
     })
 }

@@ -221,6 +221,7 @@ impl SessionArgs {
             default_cols: 120,
             default_rows: 30,
             shell_rc: None,
+            tmux_socket: None,
         })
     }
 }

@@ -120,6 +120,8 @@ impl Core {
         let store = open_store(store_args).await?;
         settings.shell_rc = sessions::install_shell_rc(&store_args.data_dir)
             .context("writing the shell-integration rc file")?;
+        settings.tmux_socket =
+            sessions::host::tmux_socket(&std::fs::canonicalize(&store_args.data_dir)?);
         let audit = audit::Audit::start(store.clone());
         let sessions = Sessions::new(
             store.clone(),

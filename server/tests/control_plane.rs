@@ -72,7 +72,7 @@ async fn bad_session_requests_get_typed_errors_and_create_nothing() {
     let s = TestServer::start(&[]).await;
     for (body, code) in [
         (
-            json!({ "session_backend": "tmux", "session_class": "managed" }),
+            json!({ "session_backend": "screen", "session_class": "managed" }),
             "session_backend.not_implemented",
         ),
         (
@@ -709,4 +709,133 @@ async fn the_audit_log_records_attaches_denied_writes_role_changes_and_link_use_
     // Only admins read it.
     let control = s.token("pty:control", None).await;
     assert_eq!(s.get("/audit", &control).await.0, 403);
+}
+
+fn tmux_installed() -> bool {
+    std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Reads frames until output holds `needle`; returns the highest sequence seen and the text.
+async fn output_until(c: &mut Client, needle: &str) -> (u64, String) {
+    let mut text = String::new();
+    let mut last = 0;
+    while !text.contains(needle) {
+        let f = c.next().await;
+        last = last.max(seq(&f));
+        if kind(&f) == "Output" {
+            text.push_str(&String::from_utf8_lossy(&output_bytes(&f)));
+        }
+    }
+    (last, text)
+}
+
+#[tokio::test]
+async fn a_managed_tmux_session_survives_a_server_restart_and_a_crash_with_its_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = TestServer::start_in(tmp.path(), &[]).await;
+    let hosts =
+        s.attach(&cat_session(&s).await, ADMIN).await.hello["payload"]["session_host"].clone();
+    if !tmux_installed() {
+        assert_eq!(
+            hosts["supported_backends"],
+            json!(["native"]),
+            "only what is installed"
+        );
+        return;
+    }
+    assert_eq!(hosts["supported_backends"], json!(["native", "tmux"]));
+    assert_eq!(hosts["supported_classes"], json!(["direct", "managed"]));
+    let (status, created) = s
+        .post(
+            "/sessions",
+            ADMIN,
+            json!({ "argv": ["sh", "-c", "i=0; while true; do i=$((i+1)); echo tick-$i; sleep 0.1; done"], "session_class": "managed" }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        (
+            created["session_backend"].as_str(),
+            created["session_class"].as_str()
+        ),
+        (Some("tmux"), Some("managed"))
+    );
+    let sid = created["session_id"].as_str().unwrap().to_owned();
+
+    let mut c = s.attach(&sid, ADMIN).await;
+    c.join("observer").await;
+    let (mut seen, _) = output_until(&mut c, "tick-5").await;
+
+    // An orderly stop: the client hears the server go, and no Closed.
+    assert!(s.stop().await.success());
+    let (_, frames) = c.until_close().await;
+    assert!(frames.iter().all(|f| kind(f) != "Closed"));
+    assert_eq!(
+        frames.last().unwrap()["payload"]["reason"],
+        "server_shutdown"
+    );
+
+    for restart in ["after a stop", "after a crash"] {
+        s = TestServer::start_in(tmp.path(), &[]).await;
+        assert_eq!(s.session(&sid).await["state"], "running", "{restart}");
+        // Resuming where the client left off: the sequence goes on, the program ran on.
+        let mut c = s.attach(&sid, ADMIN).await;
+        let flush = c
+            .join_with(
+                json!({ "role": "observer" }),
+                json!({ "replay_from": seen }),
+            )
+            .await;
+        assert!(
+            flush
+                .iter()
+                .filter(|f| kind(f) == "Output")
+                .all(|f| seq(f) > seen)
+        );
+        let later = tokio::time::timeout(WAIT, async {
+            loop {
+                let (last, text) = output_until(&mut c, "tick-").await;
+                let ticks: Vec<u64> = text
+                    .split("tick-")
+                    .filter_map(|t| {
+                        t.split(|ch: char| !ch.is_ascii_digit())
+                            .next()?
+                            .parse()
+                            .ok()
+                    })
+                    .collect();
+                if ticks.iter().any(|n| *n > 10) {
+                    return last;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the program goes on {restart}"));
+        assert!(
+            later > seen,
+            "{restart}: sequences continue ({later} after {seen})"
+        );
+        seen = later;
+        if restart == "after a stop" {
+            s.kill().await;
+        }
+    }
+
+    // Ending it ends the program: one Closed, and the tmux session is gone.
+    let mut c = s.attach(&sid, ADMIN).await;
+    c.join("observer").await;
+    assert_eq!(s.delete(&format!("/sessions/{sid}"), ADMIN).await.0, 200);
+    c.expect_kind("Closed").await;
+    let closed = s.wait_closed(&sid).await;
+    assert_eq!(closed["state"], "closed");
+    let gone = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(tmp.path().canonicalize().unwrap().join("tmux.sock"))
+        .args(["has-session", "-t", &format!("=ptyhost-{sid}")])
+        .output()
+        .unwrap();
+    assert!(!gone.status.success());
 }

@@ -31,8 +31,9 @@ use crate::auth::{self, Principal, Scope};
 use crate::clock;
 use crate::http::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
 use crate::limits::SessionSlot;
+use crate::sessions::host;
 use crate::sessions::{
-    self, BACKENDS, CLASSES, Command, JoinRequest, Joined, Outbound, Refusal, Replay, SessionHandle,
+    self, Command, JoinRequest, Joined, Outbound, Refusal, Replay, SessionHandle,
 };
 
 /// Largest client frame accepted.
@@ -281,10 +282,10 @@ impl Connection {
                 "activated_extensions": [],
                 "session": { "session_id": self.session_id, "current_sequence": current },
                 "session_host": {
-                    "supported_backends": BACKENDS,
-                    "default_backend": BACKENDS[0],
-                    "supported_classes": CLASSES,
-                    "default_class": CLASSES[0],
+                    "supported_backends": host::backends(),
+                    "default_backend": host::NATIVE,
+                    "supported_classes": host::classes(),
+                    "default_class": host::DIRECT,
                     "observe_supported": true,
                     "drive_supported": true,
                     "reattach_supported": true,
@@ -730,6 +731,7 @@ impl Connection {
         if let Err(e) = sessions::check_host(
             join.session_backend.as_deref(),
             join.session_class.as_deref(),
+            self.state.sessions.settings(),
         ) {
             return self
                 .refuse(sink, id, ErrorCode::UnsupportedOperation, &e.to_string())

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::Resumed;
+use super::host::Host;
 use crate::audit::{self, Audit};
 use app::wire::{
     self, Base64Bytes, ClientRef, CloseReason, ErrorCode, OutputStream, PtyErrorCode, Role,
@@ -56,6 +58,9 @@ pub struct Start {
     pub audit: Audit,
     pub registry: Sessions,
     pub shell_integration: bool,
+    pub host: Host,
+    /// A re-adopted session goes on from its stored sequence.
+    pub resumed: Resumed,
 }
 
 pub fn viewer_queue() -> (mpsc::Sender<Outbound>, mpsc::Receiver<Outbound>) {
@@ -71,9 +76,12 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         cols,
         rows,
     });
-    let last_sequence = Arc::new(AtomicU64::new(0));
+    let last_sequence = Arc::new(AtomicU64::new(s.resumed.sequence));
     let (persist, persist_rx) = mpsc::unbounded_channel();
-    let (persisted_tx, persisted) = watch::channel(Persisted::default());
+    let (persisted_tx, persisted) = watch::channel(Persisted {
+        upto: s.resumed.sequence,
+        floor: s.resumed.replay_floor,
+    });
     tasks.spawn(write_behind(
         s.store,
         s.id.clone(),
@@ -87,7 +95,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         screen: s.screen,
         ring: Ring::new(s.settings.replay_frames, RING_BYTES),
         settings: s.settings,
-        seq: 0,
+        seq: s.resumed.sequence,
         last_sequence: last_sequence.clone(),
         members: Vec::new(),
         had_controller: false,
@@ -99,6 +107,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         close_reason: None,
         registry: s.registry,
         audit: s.audit,
+        host: s.host,
         shell: s.shell_integration.then(Shell::default),
     };
     tasks.spawn(actor.run(command_rx, s.events));
@@ -175,6 +184,8 @@ pub struct Persisted {
 
 enum Persist {
     Frame(NewFrame),
+    /// Everything queued so far is written.
+    Flush(oneshot::Sender<()>),
     Size(u16, u16),
     Close {
         exit_code: Option<i32>,
@@ -201,6 +212,7 @@ struct Actor {
     close_reason: Option<CloseReason>,
     registry: Sessions,
     audit: Audit,
+    host: Host,
     /// Present when the program marks its prompts (OSC 133): it runs tasks.
     shell: Option<Shell>,
 }
@@ -412,7 +424,7 @@ impl Actor {
                         && self.close_reason.is_none()
                     {
                         self.close_reason = Some(reason);
-                        self.pty.signal_group(libc::SIGHUP);
+                        self.end_program();
                         kill_at = Some(Instant::now() + KILL_GRACE);
                     }
                 }
@@ -953,9 +965,27 @@ impl Actor {
 
     /// Emits the final keyframe and the one `Closed`, says goodbye to every member, waits
     /// until the history is durable, and retires the session.
+    /// Whether ptyhost is stopping while this session's program lives on (managed).
+    fn detaching(&self) -> bool {
+        matches!(self.host, Host::Tmux(_))
+            && self.close_reason == Some(CloseReason::InstanceTerminated)
+    }
+
+    /// Ends the program: SIGHUP to its process group; a managed program's tmux session is
+    /// killed instead, unless ptyhost is only stopping (then its client just detaches).
+    fn end_program(&self) {
+        match &self.host {
+            Host::Tmux(tmux) if !self.detaching() => tmux.kill(&self.id),
+            _ => self.pty.signal_group(libc::SIGHUP),
+        }
+    }
+
     async fn close(mut self, exit: Exit) {
         if let Some(shell) = self.shell.as_mut() {
             shell.state.end();
+        }
+        if self.detaching() {
+            return self.detach().await;
         }
         let reason = self.close_reason.unwrap_or(match exit.code {
             Some(_) => CloseReason::Normal,
@@ -991,6 +1021,22 @@ impl Actor {
     }
 }
 
+impl Actor {
+    /// ptyhost stops, the managed program goes on: a keyframe for the next process to
+    /// rebuild from, goodbyes, every frame persisted, and no `Closed`.
+    async fn detach(mut self) {
+        self.broadcast_keyframe();
+        for m in self.members.drain(..) {
+            let _ = m.out.try_send(Outbound::Goodbye("server_shutdown"));
+        }
+        let (done, flushed) = oneshot::channel();
+        let _ = self.persist.send(Persist::Flush(done));
+        let _ = flushed.await;
+        tracing::info!(session_id = %self.id, "detached from a managed session; it goes on");
+        self.registry.retire(&self.id);
+    }
+}
+
 /// Persists frames in batches (whatever queued up while the last batch was written), the
 /// session's size and its close; prunes frames outside both retention bounds.
 async fn write_behind(
@@ -1016,6 +1062,10 @@ async fn write_behind(
                 Persist::Frame(f) => {
                     since_prune += 1;
                     frames.push(f);
+                }
+                Persist::Flush(done) => {
+                    flush(&store, &id, &mut frames, &persisted).await;
+                    let _ = done.send(());
                 }
                 Persist::Size(cols, rows) => {
                     flush(&store, &id, &mut frames, &persisted).await;

@@ -3,6 +3,7 @@
 
 mod actor;
 pub use actor::{TaskEvent, TaskRun, viewer_queue};
+pub mod host;
 pub mod marks;
 pub mod pty;
 pub mod replay;
@@ -24,6 +25,7 @@ use tokio_util::task::TaskTracker;
 use crate::auth::Scope;
 use crate::clock;
 use crate::store::{NewFrame, SessionRow, Store, StoredFrame};
+use host::Host;
 
 /// The knobs of every session, from the `serve` flags.
 #[derive(Debug, Clone)]
@@ -38,6 +40,8 @@ pub struct Settings {
     pub default_rows: u16,
     /// The bash rc file with shell-integration marks; login-shell sessions use it when set.
     pub shell_rc: Option<PathBuf>,
+    /// ptyhost's own tmux socket, when tmux is installed (managed sessions).
+    pub tmux_socket: Option<PathBuf>,
 }
 
 /// Runs the user's login files, then marks prompts and commands with OSC 133 so that the
@@ -66,10 +70,6 @@ pub fn install_shell_rc(dir: &std::path::Path) -> std::io::Result<Option<PathBuf
     Ok(Some(path))
 }
 
-/// Which session hosts exist here: only the native backend with the direct class.
-pub const BACKENDS: [&str; 1] = ["native"];
-pub const CLASSES: [&str; 1] = ["direct"];
-
 /// A session-host selection that this server cannot honour; the code names the field.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SpecError {
@@ -91,21 +91,45 @@ impl SpecError {
     }
 }
 
-/// Fails closed on any backend or class (or pair) that is not implemented.
-pub fn check_host(backend: Option<&str>, class: Option<&str>) -> Result<(), SpecError> {
-    let backend = backend.unwrap_or(BACKENDS[0]);
-    let class = class.unwrap_or(CLASSES[0]);
-    if !BACKENDS.contains(&backend) {
+/// The host a backend and class select; fails closed on anything not offered here, and
+/// on pairs that do not go together (native is direct only, tmux managed only).
+pub fn check_host(
+    backend: Option<&str>,
+    class: Option<&str>,
+    settings: &Settings,
+) -> Result<Host, SpecError> {
+    let backend = backend.unwrap_or(match class {
+        Some(host::MANAGED) => host::TMUX,
+        _ => host::NATIVE,
+    });
+    let offered = host::backends();
+    if !offered.contains(&backend) {
         return Err(SpecError::BackendNotImplemented(format!(
-            "backend {backend:?} is not available here (supported: native)"
+            "backend {backend:?} is not available here (supported: {})",
+            offered.join(", ")
         )));
     }
-    if !CLASSES.contains(&class) {
+    let (host, pair) = match (backend, &settings.tmux_socket) {
+        (host::TMUX, Some(socket)) => (
+            Host::Tmux(host::Tmux {
+                socket: socket.clone(),
+            }),
+            host::MANAGED,
+        ),
+        (host::TMUX, None) => {
+            return Err(SpecError::BackendNotImplemented(
+                "backend \"tmux\" has no socket here".into(),
+            ));
+        }
+        _ => (Host::Native, host::DIRECT),
+    };
+    let class = class.unwrap_or(pair);
+    if class != pair {
         return Err(SpecError::ClassNotImplemented(format!(
-            "class {class:?} is not available with backend {backend:?} (native is direct only)"
+            "class {class:?} is not available with backend {backend:?} ({backend} is {pair} only)"
         )));
     }
-    Ok(())
+    Ok(host)
 }
 
 /// What a new session runs.
@@ -132,15 +156,17 @@ pub struct SessionSpec {
     pub cols: u16,
     pub rows: u16,
     pub label: Option<String>,
+    pub host: Host,
 }
 
 impl SpecRequest {
     /// Validates the request into a spec: `argv`, or `command` through `/bin/sh -lc`, or
     /// the login shell.
     pub fn into_spec(self, settings: &Settings) -> Result<SessionSpec, SpecError> {
-        check_host(
+        let host = check_host(
             self.session_backend.as_deref(),
             self.session_class.as_deref(),
+            settings,
         )?;
         let invalid = |m: &str| Err(SpecError::Invalid(m.to_owned()));
         let mut shell_integration = false;
@@ -192,12 +218,14 @@ impl SpecRequest {
         }
         Ok(SessionSpec {
             argv,
-            shell_integration,
             cwd,
             env,
             cols: dim(self.cols, settings.default_cols)?,
             rows: dim(self.rows, settings.default_rows)?,
             label: self.label,
+            // tmux keeps OSC 133 marks to itself: managed sessions run no tasks.
+            shell_integration: shell_integration && host == Host::Native,
+            host,
         })
     }
 }
@@ -429,11 +457,22 @@ impl Sessions {
         &self.inner.store
     }
 
-    /// Closes the sessions a previous process left running: their PTYs died with it.
+    /// Re-adopts the managed sessions a previous process left running whose tmux session
+    /// lives on; closes the others: their PTYs died with it.
     /// Each gets a final keyframe rebuilt from its stored frames and exactly one `Closed`.
     pub async fn recover(&self) -> Result<()> {
         let store = &self.inner.store;
         for row in store.running_sessions().await? {
+            if let (host::TMUX, Some(socket)) =
+                (row.backend.as_str(), &self.inner.settings.tmux_socket)
+            {
+                let tmux = host::Tmux {
+                    socket: socket.clone(),
+                };
+                if self.adopt(&row, tmux).await? {
+                    continue;
+                }
+            }
             let frames = store.frames_from_last_keyframe(&row.id).await?;
             let screen = rebuild_screen(&frames, row.cols, row.rows);
             let mut seq = row
@@ -479,8 +518,8 @@ impl Sessions {
             argv: spec.argv.clone(),
             cwd: spec.cwd.as_ref().map(|c| c.display().to_string()),
             env: spec.env.clone(),
-            backend: BACKENDS[0].into(),
-            class: CLASSES[0].into(),
+            backend: spec.host.backend().into(),
+            class: spec.host.class().into(),
             cols: spec.cols,
             rows: spec.rows,
             state: "running".into(),
@@ -492,24 +531,27 @@ impl Sessions {
             closed_at: None,
         };
         self.inner.store.insert_session(&row).await?;
-        match pty::spawn(&spec) {
+        let started = match &spec.host {
+            Host::Native => pty::spawn(&spec),
+            Host::Tmux(tmux) => match tmux.create(&id, &spec).await {
+                Ok(()) => pty::spawn(&tmux.attach_spec(&id, spec.cols, spec.rows)),
+                Err(e) => Err(e),
+            },
+        };
+        match started {
             Ok((pty, events)) => {
-                let handle = actor::start(
-                    &self.inner.tasks,
-                    actor::Start {
-                        id: id.clone(),
-                        pty,
-                        events,
-                        screen: screen::Screen::new(spec.cols, spec.rows),
-                        settings: self.inner.settings.clone(),
-                        store: self.inner.store.clone(),
-                        audit: self.inner.audit.clone(),
-                        registry: self.clone(),
-                        shell_integration: spec.shell_integration,
-                    },
+                let screen = screen::Screen::new(spec.cols, spec.rows);
+                let resumed = Resumed::default();
+                self.launch(
+                    &id,
+                    pty,
+                    events,
+                    screen,
+                    spec.host.clone(),
+                    spec.shell_integration,
+                    resumed,
                 );
-                self.inner.live.lock().unwrap().insert(id, handle);
-                tracing::info!(session_id = %row.id, argv = ?row.argv, "session started");
+                tracing::info!(session_id = %row.id, argv = ?row.argv, host = spec.host.backend(), "session started");
             }
             Err(e) => {
                 let detail = format!("failed to start {:?}: {e:#}", spec.argv[0]);
@@ -532,6 +574,70 @@ impl Sessions {
             }
         }
         Ok(row)
+    }
+
+    /// Starts a session's owner task on a running program.
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &self,
+        id: &str,
+        pty: pty::Pty,
+        events: pty::PtyEvents,
+        screen: screen::Screen,
+        host: Host,
+        shell_integration: bool,
+        resumed: Resumed,
+    ) {
+        let handle = actor::start(
+            &self.inner.tasks,
+            actor::Start {
+                id: id.to_owned(),
+                pty,
+                events,
+                screen,
+                settings: self.inner.settings.clone(),
+                store: self.inner.store.clone(),
+                audit: self.inner.audit.clone(),
+                registry: self.clone(),
+                shell_integration,
+                host,
+                resumed,
+            },
+        );
+        self.inner
+            .live
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), handle);
+    }
+
+    /// Re-adopts a managed session that outlived the previous process: a new client
+    /// attaches to its tmux session and its history goes on from the stored sequence.
+    async fn adopt(&self, row: &SessionRow, tmux: host::Tmux) -> Result<bool> {
+        if !tmux.exists(&row.id).await {
+            return Ok(false);
+        }
+        let frames = self.inner.store.frames_from_last_keyframe(&row.id).await?;
+        let screen = rebuild_screen(&frames, row.cols, row.rows);
+        let sequence = row
+            .last_sequence
+            .max(frames.last().map_or(0, |f| f.sequence));
+        let (pty, events) = pty::spawn(&tmux.attach_spec(&row.id, row.cols, row.rows))?;
+        let resumed = Resumed {
+            sequence,
+            replay_floor: row.replay_floor,
+        };
+        self.launch(
+            &row.id,
+            pty,
+            events,
+            screen,
+            Host::Tmux(tmux),
+            false,
+            resumed,
+        );
+        tracing::info!(session_id = %row.id, sequence, "re-adopted a managed session");
+        Ok(true)
     }
 
     pub fn live_count(&self) -> usize {
@@ -600,6 +706,14 @@ impl Sessions {
     }
 }
 
+/// Where a re-adopted session's history goes on (a new one starts at zero).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resumed {
+    /// The last sequence already numbered.
+    pub sequence: u64,
+    pub replay_floor: u64,
+}
+
 /// Replays stored frames (from a keyframe on) into a fresh emulator.
 pub fn rebuild_screen(frames: &[StoredFrame], cols: u16, rows: u16) -> screen::Screen {
     let mut screen = screen::Screen::new(cols, rows);
@@ -640,6 +754,7 @@ mod tests {
             default_cols: 120,
             default_rows: 30,
             shell_rc: None,
+            tmux_socket: None,
         }
     }
 
