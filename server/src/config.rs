@@ -276,6 +276,10 @@ pub struct A2aArgs {
     /// Print machine-readable JSON (one object per line).
     #[arg(long, global = true)]
     pub json: bool,
+    /// Spawn this command line as an agent and speak the STDIO binding to it (the URL
+    /// arguments are then ignored), e.g. --stdio 'ptyhost stdio'.
+    #[arg(long, global = true)]
+    pub stdio: Option<String>,
     #[command(subcommand)]
     pub op: A2aOp,
 }

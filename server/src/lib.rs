@@ -359,6 +359,13 @@ pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
     use futures_util::StreamExt;
 
     init_tracing("warn");
+    if let Some(cmdline) = &args.stdio {
+        let argv = shell_words::split(cmdline)?;
+        let mut agent = client::stdio::StdioAgent::spawn(&argv).await?;
+        let result = a2a_over_stdio(&mut agent, args.op, args.json).await;
+        agent.close().await;
+        return result;
+    }
     let http = reqwest::Client::new();
     let url = match &args.op {
         A2aOp::Card { url }
@@ -460,16 +467,7 @@ pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
             return_immediately,
             ..
         } => {
-            let message = app::a2a::Message {
-                message_id: uuid::Uuid::now_v7().to_string(),
-                context_id: context,
-                task_id: task,
-                role: app::a2a::Role::User,
-                parts: vec![app::a2a::Part::text(text.join(" "))],
-                metadata: None,
-                extensions: Vec::new(),
-                reference_task_ids: Vec::new(),
-            };
+            let message = user_message(&text, context, task);
             if stream {
                 let (_, mut events) =
                     with_policy(&http, token, &candidates, args.protocol, fallback, |c| {
@@ -533,6 +531,90 @@ pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
                 print(&event.map_err(run("stream"))?);
             }
         }
+    }
+    Ok(())
+}
+
+/// The message of `ptyhost a2a send`: its words as one text part.
+fn user_message(
+    text: &[String],
+    context: Option<String>,
+    task: Option<String>,
+) -> app::a2a::Message {
+    app::a2a::Message {
+        message_id: uuid::Uuid::now_v7().to_string(),
+        context_id: context,
+        task_id: task,
+        role: app::a2a::Role::User,
+        parts: vec![app::a2a::Part::text(text.join(" "))],
+        metadata: None,
+        extensions: Vec::new(),
+        reference_task_ids: Vec::new(),
+    }
+}
+
+/// `ptyhost a2a --stdio CMD …`: the same operations over the STDIO binding (1.0 methods).
+async fn a2a_over_stdio(
+    agent: &mut client::stdio::StdioAgent,
+    op: config::A2aOp,
+    json_out: bool,
+) -> Result<()> {
+    use config::A2aOp;
+    use futures_util::StreamExt;
+    use serde_json::json;
+    let print = |v: &serde_json::Value| {
+        if json_out {
+            println!("{v}");
+        } else {
+            print_human(v);
+        }
+    };
+    let mut events = match op {
+        A2aOp::Send {
+            text,
+            context,
+            task,
+            stream,
+            return_immediately,
+            ..
+        } => {
+            let message = user_message(&text, context, task);
+            if stream {
+                agent
+                    .stream("SendStreamingMessage", json!({ "message": message }))
+                    .await?
+            } else {
+                let params = json!({ "message": message, "configuration": { "returnImmediately": return_immediately } });
+                print(&agent.call("SendMessage", params).await?);
+                return Ok(());
+            }
+        }
+        A2aOp::Get { id, history, .. } => {
+            let params = json!({ "id": id, "historyLength": history });
+            print(&json!({ "task": agent.call("GetTask", params).await? }));
+            return Ok(());
+        }
+        A2aOp::List { context, .. } => {
+            let page = agent
+                .call("ListTasks", json!({ "contextId": context }))
+                .await?;
+            for task in page["tasks"].as_array().into_iter().flatten() {
+                print(&json!({ "task": task }));
+            }
+            return Ok(());
+        }
+        A2aOp::Cancel { id, .. } => {
+            let task = agent.call("CancelTask", json!({ "id": id })).await?;
+            print(&json!({ "task": task }));
+            return Ok(());
+        }
+        A2aOp::Subscribe { id, .. } => agent.stream("SubscribeToTask", json!({ "id": id })).await?,
+        A2aOp::Card { .. } | A2aOp::Status { .. } => anyhow::bail!(
+            "a STDIO agent has no card to read: it speaks stdio-json with the 1.0 methods"
+        ),
+    };
+    while let Some(event) = events.next().await {
+        print(&event?);
     }
     Ok(())
 }

@@ -181,3 +181,51 @@ async fn auto_falls_back_to_0_3_only_on_version_not_supported_and_only_when_allo
     let (ok, _, err) = a2a(&["--card", legacy.to_str().unwrap(), "card", &base]).await;
     assert!(!ok && err.contains("legacy transport fields only"), "{err}");
 }
+
+#[tokio::test]
+async fn the_client_spawns_a_stdio_agent_drives_it_and_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().display().to_string();
+    let agent = format!("env HOME={data} {} stdio --data-dir {data}", bin());
+    let (ok, out, err) = a2a(&[
+        "--json",
+        "--stdio",
+        &agent,
+        "send",
+        "-",
+        "echo",
+        "over-stdio",
+    ])
+    .await;
+    assert!(ok, "{err}");
+    let task = &out[0]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "over-stdio\r\n");
+
+    let conformance = format!("{agent} --executor conformance");
+    let (ok, events, err) = a2a(&[
+        "--json",
+        "--stdio",
+        &conformance,
+        "send",
+        "--stream",
+        "-",
+        "hi",
+    ])
+    .await;
+    assert!(ok, "{err}");
+    assert!(events[0]["task"].is_object());
+    assert_eq!(
+        events.last().unwrap()["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+
+    let (ok, _, err) = a2a(&["--stdio", &agent, "get", "-", "no-such-task"]).await;
+    assert!(!ok && err.contains("TASK_NOT_FOUND"), "{err}");
+
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &format!("stdio --data-dir {data}")])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "no agent outlives its client");
+}

@@ -2,6 +2,8 @@
 //! policy, and speaks HTTP+JSON and JSON-RPC in both versions. Answers come back in the
 //! one normalized model's 1.0 JSON, whatever version was spoken.
 
+pub mod stdio;
+
 use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 
