@@ -245,9 +245,14 @@ fn spec(argv: &[&str]) -> SessionSpec {
 
 async fn raw_pty_flood(file: &std::path::Path) -> anyhow::Result<Duration> {
     let (_pty, mut events) = pty::spawn(&spec(&["cat", file.to_str().unwrap()]))?;
-    let t = Instant::now();
-    while events.output.recv().await.is_some() {}
-    Ok(t.elapsed())
+    // From the first chunk to the last, as for the viewers.
+    let (mut first, mut last) = (None, None);
+    while events.output.recv().await.is_some() {
+        let now = Instant::now();
+        first.get_or_insert(now);
+        last = Some(now);
+    }
+    Ok(first.zip(last).map_or(Duration::ZERO, |(f, l)| l - f))
 }
 
 async fn raw_pty_echo() -> anyhow::Result<(Duration, Duration)> {
@@ -385,13 +390,13 @@ struct Drained {
     bytes: usize,
     /// `PTY_OUTPUT_LAGGED` errors (each followed by a keyframe).
     lagged: usize,
-    /// From the first output to `Closed`.
+    /// From the first output to the last.
     elapsed: Duration,
 }
 
 /// Counts output bytes, JSON or binary, until `Closed`.
 async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<Drained> {
-    let (mut bytes, mut lagged, mut start) = (0, 0, None);
+    let (mut bytes, mut lagged, mut start, mut last) = (0, 0, None, None);
     loop {
         let msg = tokio::time::timeout(Duration::from_secs(60), ws.next())
             .await?
@@ -401,6 +406,7 @@ async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<Drained> {
                 let (_, _, data) = app::wire::parse_binary_output(&b)
                     .ok_or_else(|| anyhow::anyhow!("a binary frame that is not PW1O"))?;
                 start.get_or_insert_with(Instant::now);
+                last = Some(Instant::now());
                 bytes += data.len();
                 continue;
             }
@@ -411,12 +417,13 @@ async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<Drained> {
         match f["payload"]["kind"].as_str() {
             Some("Output") => {
                 start.get_or_insert_with(Instant::now);
+                last = Some(Instant::now());
                 bytes += STANDARD
                     .decode(f["payload"]["data"].as_str().unwrap_or(""))?
                     .len();
             }
             Some("Closed") => {
-                let elapsed = start.map_or(Duration::ZERO, |s| s.elapsed());
+                let elapsed = start.zip(last).map_or(Duration::ZERO, |(s, l)| l - s);
                 return Ok(Drained {
                     bytes,
                     lagged,
