@@ -6,6 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 scripts/setup.sh --e2e
+# Every clone path builds its own copies of this workspace's crates and test binaries in
+# the shared target dir; copies a day old belong to clones that are gone.
+for name in server app frontend ptyhost $(basename -s .rs server/tests/*.rs); do
+  find "$CARGO_TARGET_DIR/debug/deps" -maxdepth 1 \( -name "$name-*" -o -name "lib$name-*" \) \
+    -mtime +0 -delete 2>/dev/null || true
+done
 # Not --workspace: that would unify features and build the server with the browser's
 # (hydrate) code paths switched on. Each package is tested as it ships.
 cargo test -p app
