@@ -329,6 +329,14 @@ pub enum A2aOp {
         url: String,
         id: String,
     },
+    /// Watch a session's terminal over pty-ws (or type into it with --control); Ctrl-]
+    /// detaches.
+    Attach {
+        url: String,
+        session: String,
+        #[arg(long)]
+        control: bool,
+    },
 }
 
 #[derive(Debug, Args)]

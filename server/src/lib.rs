@@ -374,7 +374,8 @@ pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
         | A2aOp::Get { url, .. }
         | A2aOp::List { url, .. }
         | A2aOp::Cancel { url, .. }
-        | A2aOp::Subscribe { url, .. } => url.clone(),
+        | A2aOp::Subscribe { url, .. }
+        | A2aOp::Attach { url, .. } => url.clone(),
     };
     let card = client::fetch_card(&http, args.card.as_deref().unwrap_or(&url)).await?;
     let all = client::interfaces(&card)?;
@@ -519,6 +520,14 @@ pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
             .map_err(run("cancel"))?;
             print(&serde_json::json!({ "task": task }));
         }
+        A2aOp::Attach {
+            session, control, ..
+        } => {
+            let url = client::pty_ws_url(&card, &session).ok_or_else(|| {
+                anyhow::anyhow!("the card lists no pty-ws interface to attach through")
+            })?;
+            client::attach::run(&url, token, control).await?;
+        }
         A2aOp::Subscribe { id, .. } => {
             let (_, mut events) =
                 with_policy(&http, token, &candidates, args.protocol, fallback, |c| {
@@ -609,8 +618,8 @@ async fn a2a_over_stdio(
             return Ok(());
         }
         A2aOp::Subscribe { id, .. } => agent.stream("SubscribeToTask", json!({ "id": id })).await?,
-        A2aOp::Card { .. } | A2aOp::Status { .. } => anyhow::bail!(
-            "a STDIO agent has no card to read: it speaks stdio-json with the 1.0 methods"
+        A2aOp::Card { .. } | A2aOp::Status { .. } | A2aOp::Attach { .. } => anyhow::bail!(
+            "a STDIO agent has no card and no terminal to attach: it speaks stdio-json with the 1.0 methods"
         ),
     };
     while let Some(event) = events.next().await {

@@ -229,3 +229,54 @@ async fn the_client_spawns_a_stdio_agent_drives_it_and_leaves_no_process_behind(
         .unwrap();
     assert!(left.stdout.is_empty(), "no agent outlives its client");
 }
+
+#[tokio::test]
+async fn attach_shows_the_terminal_and_types_only_with_control() {
+    let s = TestServer::start(&[]).await;
+    let base = format!("http://{}", s.addr);
+    let sid = cat_session(&s).await;
+    let attach = |control: bool, stdin: &'static [u8]| {
+        let (base, sid) = (base.clone(), sid.clone());
+        async move {
+            let mut cmd = tokio::process::Command::new(bin());
+            cmd.args(["a2a", "--token", ADMIN, "attach", &base, &sid]);
+            if control {
+                cmd.arg("--control");
+            }
+            let mut child = cmd
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
+            use tokio::io::AsyncWriteExt;
+            let mut input = child.stdin.take().unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            input.write_all(stdin).await.unwrap();
+            input.flush().await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            // Ctrl-] detaches.
+            input.write_all(&[0x1d]).await.unwrap();
+            let out = tokio::time::timeout(WAIT, child.wait_with_output())
+                .await
+                .expect("detached")
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    let typed = attach(true, b"typed-through-attach\n").await;
+    assert!(typed.contains("typed-through-attach"), "{typed:?}");
+    // An observer's keystrokes are not sent: the keyframe shows only the earlier line.
+    let watched = attach(false, b"observer-keys\n").await;
+    assert!(
+        watched.contains("typed-through-attach"),
+        "the keyframe repaints: {watched:?}"
+    );
+    assert!(!watched.contains("observer-keys"), "{watched:?}");
+}

@@ -2,6 +2,7 @@
 //! policy, and speaks HTTP+JSON and JSON-RPC in both versions. Answers come back in the
 //! one normalized model's 1.0 JSON, whatever version was spoken.
 
+pub mod attach;
 pub mod stdio;
 
 use futures_util::{Stream, StreamExt};
@@ -167,6 +168,16 @@ pub fn interfaces(card: &Value) -> Result<Vec<Interface>, ClientError> {
         ));
     }
     Ok(out)
+}
+
+/// The pty-ws attach URL of a session, from the card's pty-ws interface.
+pub fn pty_ws_url(card: &Value, session_id: &str) -> Option<String> {
+    card["supportedInterfaces"]
+        .as_array()?
+        .iter()
+        .find(|i| i["protocolBinding"] == app::wire::BINDING_URI)?["url"]
+        .as_str()
+        .map(|u| u.replace("{session_id}", session_id))
 }
 
 /// The interfaces a policy may use, in the order to try them (auto: 1.0, then 0.3).
