@@ -329,6 +329,17 @@ pub enum A2aOp {
         url: String,
         id: String,
     },
+    /// Follow a task through a push webhook and its SSE stream at once, until it ends.
+    Watch {
+        url: String,
+        id: String,
+        /// Where the local webhook receiver listens.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        webhook: String,
+        /// The URL the agent should post to, when it differs from the listen address.
+        #[arg(long)]
+        webhook_url: Option<String>,
+    },
     /// Watch a session's terminal over pty-ws (or type into it with --control); Ctrl-]
     /// detaches.
     Attach {

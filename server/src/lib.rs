@@ -375,7 +375,8 @@ pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
         | A2aOp::List { url, .. }
         | A2aOp::Cancel { url, .. }
         | A2aOp::Subscribe { url, .. }
-        | A2aOp::Attach { url, .. } => url.clone(),
+        | A2aOp::Attach { url, .. }
+        | A2aOp::Watch { url, .. } => url.clone(),
     };
     let card = client::fetch_card(&http, args.card.as_deref().unwrap_or(&url)).await?;
     let all = client::interfaces(&card)?;
@@ -520,6 +521,73 @@ pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
             .map_err(run("cancel"))?;
             print(&serde_json::json!({ "task": task }));
         }
+        A2aOp::Watch {
+            id,
+            webhook,
+            webhook_url,
+            ..
+        } => {
+            use base64::Engine as _;
+            use client::watch::{Reconciler, Seen};
+            let listener = tokio::net::TcpListener::bind(&webhook).await?;
+            let hook = webhook_url.unwrap_or_else(|| {
+                format!(
+                    "http://{}/hook",
+                    listener
+                        .local_addr()
+                        .map(|a| a.to_string())
+                        .unwrap_or_default()
+                )
+            });
+            let secret =
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+            let (iface, config_id) =
+                with_policy(&http, token, &candidates, args.protocol, fallback, |c| {
+                    let (id, hook, secret) = (id.clone(), hook.clone(), secret.clone());
+                    async move { c.create_push(&id, &hook, &secret).await }
+                })
+                .await
+                .map_err(run("watch"))?;
+            let conn = Connection {
+                http: http.clone(),
+                token: token.map(str::to_owned),
+                iface,
+            };
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            client::watch::serve(listener, secret, config_id.clone(), tx.clone());
+            match conn.subscribe(&id).await {
+                Ok(mut events) => {
+                    tokio::spawn(async move {
+                        while let Some(Ok(event)) = events.next().await {
+                            let _ = tx.send(Seen {
+                                delivery: None,
+                                event,
+                            });
+                        }
+                    });
+                }
+                // A finished task has no stream: its state is its last word.
+                Err(_) => {
+                    let task = conn.get(&id, None).await.map_err(run("watch"))?;
+                    let _ = tx.send(Seen {
+                        delivery: None,
+                        event: serde_json::json!({ "task": task }),
+                    });
+                }
+            }
+            let mut reconciler = Reconciler::default();
+            while let Some(seen) = rx.recv().await {
+                if let Some(event) = reconciler.apply(seen) {
+                    print(&event);
+                }
+                if reconciler.finished() {
+                    break;
+                }
+            }
+            if let Err(e) = conn.delete_push(&id, &config_id).await {
+                tracing::warn!(error = %e, "removing the push config failed");
+            }
+        }
         A2aOp::Attach {
             session, control, ..
         } => {
@@ -618,9 +686,11 @@ async fn a2a_over_stdio(
             return Ok(());
         }
         A2aOp::Subscribe { id, .. } => agent.stream("SubscribeToTask", json!({ "id": id })).await?,
-        A2aOp::Card { .. } | A2aOp::Status { .. } | A2aOp::Attach { .. } => anyhow::bail!(
-            "a STDIO agent has no card and no terminal to attach: it speaks stdio-json with the 1.0 methods"
-        ),
+        A2aOp::Card { .. } | A2aOp::Status { .. } | A2aOp::Attach { .. } | A2aOp::Watch { .. } => {
+            anyhow::bail!(
+                "a STDIO agent has no card and no terminal to attach: it speaks stdio-json with the 1.0 methods"
+            )
+        }
     };
     while let Some(event) = events.next().await {
         print(&event?);

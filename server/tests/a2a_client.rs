@@ -280,3 +280,84 @@ async fn attach_shows_the_terminal_and_types_only_with_control() {
     );
     assert!(!watched.contains("observer-keys"), "{watched:?}");
 }
+
+#[tokio::test]
+async fn watch_follows_a_task_by_push_and_sse_and_ends_exactly_once() {
+    let s = TestServer::start(&["--push-allow-loopback"]).await;
+    let base = format!("http://{}", s.addr);
+    for protocol in ["1.0", "0.3"] {
+        let common = ["--token", ADMIN, "--json", "--a2a-protocol", protocol];
+        let (ok, sent, err) = a2a(&[
+            &common[..],
+            &[
+                "send",
+                "--return-immediately",
+                &base,
+                "sleep 1; echo watched-$((6*7))",
+            ],
+        ]
+        .concat())
+        .await;
+        assert!(ok, "{err}");
+        let id = sent[0]["task"]["id"].as_str().unwrap().to_owned();
+        let (ok, events, err) = a2a(&[&common[..], &["watch", &base, &id]].concat()).await;
+        assert!(ok, "{protocol}: {err}");
+        let terminal = events
+            .iter()
+            .filter(|e| {
+                e["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                    || e["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            })
+            .count();
+        assert_eq!(
+            terminal, 1,
+            "{protocol}: one terminal transition in {events:?}"
+        );
+        assert_eq!(
+            events.last().unwrap()["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+        let text = events
+            .iter()
+            .filter_map(|e| e["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+            .collect::<String>();
+        assert!(text.contains("watched-42"), "{protocol}: {text:?}");
+        // The watcher removed its config when it was done.
+        let (_, configs) = s
+            .call(
+                s.http
+                    .get(s.url(&format!("/tasks/{id}/pushNotificationConfigs")))
+                    .header("A2A-Version", "1.0"),
+                ADMIN,
+            )
+            .await;
+        assert_eq!(configs["configs"], json!([]), "{protocol}");
+    }
+    // A task that already ended is reported once.
+    let (_, sent, _) = a2a(&[
+        "--token",
+        ADMIN,
+        "--json",
+        "--a2a-protocol",
+        "1.0",
+        "send",
+        &base,
+        "true",
+    ])
+    .await;
+    let id = sent[0]["task"]["id"].as_str().unwrap();
+    let (ok, events, err) = a2a(&[
+        "--token",
+        ADMIN,
+        "--json",
+        "--a2a-protocol",
+        "1.0",
+        "watch",
+        &base,
+        id,
+    ])
+    .await;
+    assert!(ok, "{err}");
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+}

@@ -4,6 +4,7 @@
 
 pub mod attach;
 pub mod stdio;
+pub mod watch;
 
 use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
@@ -394,6 +395,59 @@ impl Connection {
             params,
         )
         .await
+    }
+
+    /// Registers a push config for a task; returns its id.
+    pub async fn create_push(
+        &self,
+        task_id: &str,
+        url: &str,
+        token: &str,
+    ) -> Result<String, ClientError> {
+        let inner = json!({ "url": url, "token": token });
+        let params = match (self.iface.version, self.iface.binding) {
+            (Version::V1, _) => json!({ "taskId": task_id, "url": url, "token": token }),
+            (Version::V03, Binding::JsonRpc) => {
+                json!({ "taskId": task_id, "pushNotificationConfig": inner })
+            }
+            (Version::V03, Binding::HttpJson) => {
+                json!({ "config": { "pushNotificationConfig": inner } })
+            }
+        };
+        let path = format!("/tasks/{task_id}/pushNotificationConfigs");
+        let v = self
+            .unary(
+                (
+                    "CreateTaskPushNotificationConfig",
+                    "tasks/pushNotificationConfig/set",
+                ),
+                (reqwest::Method::POST, path),
+                params,
+            )
+            .await?;
+        v["id"]
+            .as_str()
+            .or_else(|| v["pushNotificationConfig"]["id"].as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| ClientError::Decode(format!("no config id in {v}")))
+    }
+
+    pub async fn delete_push(&self, task_id: &str, id: &str) -> Result<(), ClientError> {
+        let params = match self.iface.version {
+            Version::V1 => json!({ "taskId": task_id, "id": id }),
+            Version::V03 => json!({ "id": task_id, "pushNotificationConfigId": id }),
+        };
+        let path = format!("/tasks/{task_id}/pushNotificationConfigs/{id}");
+        self.unary(
+            (
+                "DeleteTaskPushNotificationConfig",
+                "tasks/pushNotificationConfig/delete",
+            ),
+            (reqwest::Method::DELETE, path),
+            params,
+        )
+        .await
+        .map(drop)
     }
 
     pub async fn send_stream(&self, message: &app::a2a::Message) -> Result<Events, ClientError> {
