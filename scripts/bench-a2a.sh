@@ -8,6 +8,6 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 venv="${PTYHOST_VENV:-/var/cache/ptyhost/venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r server/examples/a2a_sdk_server.requirements.txt
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r end2end/a2a/requirements.txt
 cargo build --release -p server --bin ptyhost --example a2a_bench
 "$CARGO_TARGET_DIR/release/examples/a2a_bench" "$venv/bin/python" "$CARGO_TARGET_DIR/release/ptyhost" "${1:-5}" "${2:-16}"

@@ -541,14 +541,11 @@ async fn json_body(resp: reqwest::Response) -> Result<(u16, Value), ClientError>
 
 fn rpc_result(v: Value) -> Result<Value, ClientError> {
     if let Some(e) = v.get("error") {
+        // 1.0 names the reason in an ErrorInfo; 0.3 has only the code.
         let reason = e["data"][0]["reason"]
             .as_str()
             .map(str::to_owned)
-            .unwrap_or_else(|| match e["code"].as_i64() {
-                Some(-32009) => "VERSION_NOT_SUPPORTED".into(),
-                Some(code) => format!("JSON-RPC {code}"),
-                None => "JSON-RPC error".into(),
-            });
+            .unwrap_or_else(|| reason_of_code(e["code"].as_i64()));
         return Err(ClientError::A2a {
             reason,
             message: e["message"].as_str().unwrap_or("").to_owned(),
@@ -557,6 +554,30 @@ fn rpc_result(v: Value) -> Result<Value, ClientError> {
     v.get("result")
         .cloned()
         .ok_or_else(|| ClientError::Decode(format!("no result in {v}")))
+}
+
+/// The A2A reason a JSON-RPC error code stands for.
+fn reason_of_code(code: Option<i64>) -> String {
+    let known = match code {
+        Some(-32001) => "TASK_NOT_FOUND",
+        Some(-32002) => "TASK_NOT_CANCELABLE",
+        Some(-32003) => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        Some(-32004) => "UNSUPPORTED_OPERATION",
+        Some(-32005) => "CONTENT_TYPE_NOT_SUPPORTED",
+        Some(-32006) => "INVALID_AGENT_RESPONSE",
+        Some(-32007) => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        Some(-32008) => "EXTENSION_SUPPORT_REQUIRED",
+        Some(-32009) => "VERSION_NOT_SUPPORTED",
+        Some(-32600) => "INVALID_REQUEST",
+        Some(-32601) => "METHOD_NOT_FOUND",
+        Some(-32602) => "INVALID_PARAMS",
+        _ => "",
+    };
+    match (known, code) {
+        ("", Some(code)) => format!("JSON-RPC {code}"),
+        ("", None) => "JSON-RPC error".into(),
+        (reason, _) => reason.into(),
+    }
 }
 
 /// A google.rpc.Status body (or anything else) as an error.
