@@ -294,6 +294,17 @@ async fn stdio_handshake_refusals_have_their_exit_codes() {
         .await;
     assert_eq!(unoffered.exit().await.code(), Some(2));
 
+    let mut stranger = Parent::spawn(Some("s"), &[]);
+    stranger.next().await;
+    stranger
+        .send(&json!({ "type": "handshakeAck", "sessionId": "another", "selectVariant": "stdio-json", "accept": true }))
+        .await;
+    assert_eq!(
+        stranger.exit().await.code(),
+        Some(2),
+        "a handshakeAck for another session"
+    );
+
     let mut twice = Parent::ready(&[]).await;
     twice
         .send(&json!({ "type": "handshake", "protocol": "a2a-stdio" }))
@@ -333,4 +344,22 @@ async fn stdio_runs_shell_commands_as_tasks() {
     drop(p.stdin.take());
     assert_eq!(p.exit().await.code(), Some(0));
     tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+#[tokio::test]
+async fn stdio_cancel_task_cancels_a_running_task() {
+    let mut p = Parent::ready(&["--executor", "conformance"]).await;
+    let mut params = message("test-resubscribe-message-id-2", "long");
+    params["configuration"] = json!({ "returnImmediately": true });
+    p.request(json!(1), "SendMessage", params).await;
+    let sent = p.until(&json!(1), |_| true).await.remove(0);
+    let id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    p.request(json!(2), "CancelTask", json!({ "id": id })).await;
+    let canceled = p.until(&json!(2), |_| true).await.remove(0);
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    drop(p.stdin.take());
+    assert_eq!(p.exit().await.code(), Some(0));
 }
