@@ -708,3 +708,32 @@ async fn a_viewer_that_stops_reading_gets_lagged_and_a_keyframe_while_a_fast_one
     let keyframe = slow.next().await;
     assert_eq!(kind(&keyframe), "Keyframe", "after {lagged}");
 }
+
+#[tokio::test]
+async fn a_viewer_that_is_behind_when_the_session_ends_still_gets_a_keyframe_and_its_closed() {
+    const FLOOD: usize = 24_000_000;
+    let s = TestServer::start(&[]).await;
+    let script = format!("read x; head -c {FLOOD} /dev/zero | tr '\\0' a");
+    let v = s
+        .create_session(json!({ "argv": ["sh", "-c", script], "cols": 80, "rows": 24 }))
+        .await;
+    let sid = v["session_id"].as_str().unwrap().to_owned();
+    let mut fast = s.attach(&sid, ADMIN).await;
+    fast.join("controller").await;
+    let mut slow = s.attach(&sid, ADMIN).await;
+    slow.join("observer").await;
+    fast.input("go\n").await;
+    fast.expect_kind("Closed").await;
+    // The slow viewer reads only now: whatever it missed, it ends with a keyframe and Closed.
+    let (code, frames) = slow.until_close().await;
+    assert_eq!(code, Some(1000));
+    let kinds: Vec<&str> = frames.iter().map(kind).filter(|k| !k.is_empty()).collect();
+    assert_eq!(
+        kinds.last(),
+        Some(&"Closed"),
+        "{:?}",
+        &kinds[kinds.len().saturating_sub(5)..]
+    );
+    assert_eq!(kinds[kinds.len() - 2], "Keyframe");
+    assert_eq!(frames.last().unwrap()["op"], "binding_goodbye");
+}

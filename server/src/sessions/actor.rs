@@ -32,6 +32,8 @@ use crate::store::{NewFrame, Store};
 
 /// Frames queued for one viewer before it counts as lagging.
 const VIEWER_QUEUE: usize = 256;
+/// How long a slow viewer's last frames may wait for room in its queue.
+const FAREWELL_WAIT: Duration = Duration::from_secs(10);
 /// Output chunks are coalesced into frames of up to this many bytes.
 const MAX_OUTPUT_FRAME: usize = 64 * 1024;
 /// The hot ring's byte bound (frames beyond it are served from the store).
@@ -991,8 +993,9 @@ impl Actor {
             Some(_) => CloseReason::Normal,
             None => CloseReason::Killed,
         });
-        self.broadcast_keyframe();
-        self.broadcast(
+        let keyframe = self.keyframe_frame();
+        let keyframe = self.broadcast(keyframe, None);
+        let closed = self.broadcast(
             SessionFrame::Closed {
                 exit_code: exit.code,
                 reason,
@@ -1005,9 +1008,7 @@ impl Actor {
         } else {
             "session_closed"
         };
-        for m in self.members.drain(..) {
-            let _ = m.out.try_send(Outbound::Goodbye(goodbye));
-        }
+        self.farewell(&[keyframe, closed], goodbye);
         self.publish_status();
         let (done, flushed) = oneshot::channel();
         let _ = self.persist.send(Persist::Close {
@@ -1022,13 +1023,37 @@ impl Actor {
 }
 
 impl Actor {
+    /// Says goodbye to every member. One that fell behind (its queue was full for the
+    /// last frames) first gets `last` — the final keyframe and `Closed` — waiting for room
+    /// in its queue, so no viewer misses how the session ended.
+    fn farewell(&mut self, last: &[Bytes], goodbye: &'static str) {
+        for m in self.members.drain(..) {
+            let mut tail: Vec<Outbound> = if m.lagged {
+                last.iter().cloned().map(Outbound::Frame).collect()
+            } else {
+                Vec::new()
+            };
+            tail.push(Outbound::Goodbye(goodbye));
+            let out = m.out;
+            tokio::spawn(async move {
+                let send_all = async {
+                    for o in tail {
+                        if out.send(o).await.is_err() {
+                            return;
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(FAREWELL_WAIT, send_all).await;
+            });
+        }
+    }
+
     /// ptyhost stops, the managed program goes on: a keyframe for the next process to
     /// rebuild from, goodbyes, every frame persisted, and no `Closed`.
     async fn detach(mut self) {
-        self.broadcast_keyframe();
-        for m in self.members.drain(..) {
-            let _ = m.out.try_send(Outbound::Goodbye("server_shutdown"));
-        }
+        let keyframe = self.keyframe_frame();
+        let keyframe = self.broadcast(keyframe, None);
+        self.farewell(&[keyframe], "server_shutdown");
         let (done, flushed) = oneshot::channel();
         let _ = self.persist.send(Persist::Flush(done));
         let _ = flushed.await;
