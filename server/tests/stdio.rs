@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
-use server::bindings::stdio::{FrameReader, Incoming, METADATA_KEY, frame};
+use server::bindings::stdio::{FrameReader, Incoming, METADATA_KEY, frame, frame_with};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
@@ -361,5 +361,167 @@ async fn stdio_cancel_task_cancels_a_running_task() {
         "{canceled}"
     );
     drop(p.stdin.take());
+    assert_eq!(p.exit().await.code(), Some(0));
+}
+
+impl Parent {
+    /// Sends a `stdio-proto` request: the method in the headers, the params as protobuf.
+    async fn proto_request(&mut self, id: &str, method: &str, type_name: &str, params: Value) {
+        let body = server::bindings::proto::encode(type_name, &params).unwrap();
+        let headers = [
+            ("A2A-Kind", "request"),
+            ("A2A-Id", id),
+            ("A2A-Method", method),
+        ];
+        self.send_raw(&frame_with("application/x-protobuf", &headers, &body))
+            .await;
+    }
+
+    /// The next `stdio-proto` frame: (kind, id, body).
+    async fn proto_next(&mut self) -> (String, String, Vec<u8>) {
+        match tokio::time::timeout(WAIT, self.frames.next())
+            .await
+            .expect("a frame in time")
+        {
+            Incoming::Frame(body) => (
+                self.frames.header("A2A-Kind").unwrap_or("").to_owned(),
+                self.frames.header("A2A-Id").unwrap_or("").to_owned(),
+                body,
+            ),
+            other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn stdio_proto_carries_the_same_operations_in_protobuf_bodies() {
+    use server::bindings::proto::decode;
+    let mut p = Parent::spawn(Some("sess-p"), &["--executor", "conformance"]);
+    let hello = p.next().await;
+    assert_eq!(
+        hello["supportedVariants"],
+        json!(["stdio-json", "stdio-proto"])
+    );
+    p.send(&json!({ "type": "handshakeAck", "sessionId": "sess-p", "selectVariant": "stdio-proto", "accept": true }))
+        .await;
+    p.send(&json!({ "type": "heartbeat", "sessionId": "sess-p", "ts": 1 }))
+        .await;
+
+    p.proto_request(
+        "1",
+        "SendMessage",
+        "a2a.v1.SendMessageRequest",
+        message("tck-complete-task-p", "hi"),
+    )
+    .await;
+    let (kind, id, body) = p.proto_next().await;
+    assert_eq!((kind.as_str(), id.as_str()), ("response", "1"));
+    let sent = decode("a2a.v1.SendMessageResponse", &body).unwrap();
+    assert_eq!(sent["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        sent["task"]["metadata"][METADATA_KEY]["sessionId"],
+        "sess-p"
+    );
+    let task_id = sent["task"]["id"].as_str().unwrap().to_owned();
+
+    p.proto_request(
+        "2",
+        "GetTask",
+        "a2a.v1.GetTaskRequest",
+        json!({ "id": task_id }),
+    )
+    .await;
+    let (kind, _, body) = p.proto_next().await;
+    assert_eq!(kind, "response");
+    assert_eq!(
+        decode("a2a.v1.Task", &body).unwrap()["id"],
+        task_id.as_str()
+    );
+
+    // The same error mapping as stdio-json.
+    p.proto_request(
+        "3",
+        "GetTask",
+        "a2a.v1.GetTaskRequest",
+        json!({ "id": "nope" }),
+    )
+    .await;
+    let (kind, id, body) = p.proto_next().await;
+    assert_eq!((kind.as_str(), id.as_str()), ("error", "3"));
+    let e = decode("a2a.v1.Error", &body).unwrap();
+    assert_eq!(
+        (e["code"].as_i64(), e["reason"].as_str()),
+        (Some(-32001), Some("TASK_NOT_FOUND"))
+    );
+
+    // A stream: stream frames of StreamResponse, then streamEnd.
+    p.proto_request(
+        "4",
+        "SendStreamingMessage",
+        "a2a.v1.SendMessageRequest",
+        message("tck-stream-001", "go"),
+    )
+    .await;
+    let mut states = Vec::new();
+    loop {
+        let (kind, id, body) = p.proto_next().await;
+        assert_eq!(id, "4");
+        if kind == "streamEnd" {
+            break;
+        }
+        assert_eq!(kind, "stream");
+        let event = decode("a2a.v1.StreamResponse", &body).unwrap();
+        if let Some(s) = event["statusUpdate"]["status"]["state"].as_str() {
+            states.push(s.to_owned());
+        }
+    }
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED")
+    );
+
+    // cancel ends a stream, not its task.
+    p.proto_request(
+        "5",
+        "SendStreamingMessage",
+        "a2a.v1.SendMessageRequest",
+        message("test-resubscribe-message-id-p", "long"),
+    )
+    .await;
+    let (kind, _, body) = p.proto_next().await;
+    assert_eq!(kind, "stream");
+    let long = decode("a2a.v1.StreamResponse", &body).unwrap()["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    p.send_raw(&frame_with(
+        "application/x-protobuf",
+        &[("A2A-Kind", "cancel"), ("A2A-Id", "5")],
+        &[],
+    ))
+    .await;
+    loop {
+        let (kind, id, _) = p.proto_next().await;
+        if (kind.as_str(), id.as_str()) == ("streamEnd", "5") {
+            break;
+        }
+    }
+    p.proto_request(
+        "6",
+        "GetTask",
+        "a2a.v1.GetTaskRequest",
+        json!({ "id": long }),
+    )
+    .await;
+    let (_, _, body) = p.proto_next().await;
+    assert_ne!(
+        decode("a2a.v1.Task", &body).unwrap()["status"]["state"],
+        "TASK_STATE_CANCELED"
+    );
+
+    p.proto_request("7", "system/shutdown", "google.protobuf.Empty", json!({}))
+        .await;
+    let (kind, id, _) = p.proto_next().await;
+    assert_eq!((kind.as_str(), id.as_str()), ("response", "7"));
     assert_eq!(p.exit().await.code(), Some(0));
 }

@@ -18,8 +18,10 @@ use crate::a2a::service::TaskService;
 use crate::a2a::{A2aError, Version, v03};
 use crate::auth::{Principal, Scope};
 use crate::bindings::jsonrpc::{self, Reply};
+use crate::bindings::proto;
 
 pub const VARIANT_JSON: &str = "stdio-json";
+pub const VARIANT_PROTO: &str = "stdio-proto";
 /// Where emitted Tasks, Messages and Artifacts carry the binding's session facts (§9.5).
 pub const METADATA_KEY: &str = "https://a2a-protocol.org/bindings/stdio/v1";
 const MAX_HEADER_BYTES: usize = 8 * 1024;
@@ -50,6 +52,8 @@ pub enum Incoming {
 pub struct FrameReader<R> {
     inner: BufReader<R>,
     max_body: usize,
+    /// The last frame's headers, names lowercased.
+    headers: Vec<(String, String)>,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -57,10 +61,21 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         FrameReader {
             inner: BufReader::new(inner),
             max_body,
+            headers: Vec::new(),
         }
     }
 
+    /// A header of the last frame read.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     pub async fn next(&mut self) -> Incoming {
+        self.headers.clear();
         let mut length = None;
         let mut header_bytes = 0;
         let mut first = true;
@@ -107,6 +122,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             if name.is_empty() || name.ends_with([' ', '\t']) {
                 return Incoming::Malformed(format!("bad header name {name:?}"));
             }
+            self.headers
+                .push((name.to_ascii_lowercase(), value.trim().to_owned()));
             if name.eq_ignore_ascii_case("content-length") {
                 let value = value.trim();
                 if length.is_some()
@@ -132,13 +149,25 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 }
 
-/// Encodes one frame.
+/// Encodes one JSON frame.
 pub fn frame(body: &[u8]) -> Vec<u8> {
-    let mut out = format!(
-        "Content-Length: {}\r\nContent-Type: application/json\r\n\r\n",
+    frame_with("application/json", &[], body)
+}
+
+/// Encodes one frame with more headers (`stdio-proto` routes in them).
+pub fn frame_with(content_type: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let mut head = format!(
+        "Content-Length: {}\r\nContent-Type: {content_type}\r\n",
         body.len()
-    )
-    .into_bytes();
+    );
+    for (name, value) in headers {
+        // A value never carries a line break into the header block.
+        if !value.contains(['\r', '\n']) {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
     out.extend_from_slice(body);
     out
 }
@@ -255,13 +284,14 @@ where
         "protocol": "a2a-stdio",
         "protocolVersion": "1.0",
         "sessionId": session_id,
-        "supportedVariants": [VARIANT_JSON],
+        "supportedVariants": [VARIANT_JSON, VARIANT_PROTO],
         "features": ["streaming"],
         "pid": pid,
     }));
     let mut reader = FrameReader::new(input, max_body);
     let code = match handshake(&mut reader, &session_id).await {
-        Ok(()) => session(&mut reader, &out, &tasks, &session_id).await,
+        Ok(VARIANT_PROTO) => session_proto(&mut reader, &out, &tasks, &session_id).await,
+        Ok(_) => session(&mut reader, &out, &tasks, &session_id).await,
         Err(code) => code,
     };
     drop(out);
@@ -269,11 +299,11 @@ where
     code
 }
 
-/// Waits for the parent's `handshakeAck`; `Err` is the exit code.
+/// Waits for the parent's `handshakeAck`; the selected variant, or `Err` with the exit code.
 async fn handshake<R: AsyncRead + Unpin>(
     reader: &mut FrameReader<R>,
     session_id: &str,
-) -> Result<(), u8> {
+) -> Result<&'static str, u8> {
     let body = match reader.next().await {
         Incoming::Frame(b) => b,
         Incoming::Eof => return Err(exit::OK),
@@ -292,11 +322,14 @@ async fn handshake<R: AsyncRead + Unpin>(
         tracing::error!("the handshakeAck names another session");
         return Err(exit::PROTOCOL);
     }
-    if ack["selectVariant"] != VARIANT_JSON {
-        tracing::error!(variant = %ack["selectVariant"], "the parent selected a variant not offered");
-        return Err(exit::PROTOCOL);
+    match ack["selectVariant"].as_str() {
+        Some(VARIANT_JSON) => Ok(VARIANT_JSON),
+        Some(VARIANT_PROTO) => Ok(VARIANT_PROTO),
+        _ => {
+            tracing::error!(variant = %ack["selectVariant"], "the parent selected a variant not offered");
+            Err(exit::PROTOCOL)
+        }
     }
-    Ok(())
 }
 
 async fn session<R: AsyncRead + Unpin>(
@@ -305,28 +338,14 @@ async fn session<R: AsyncRead + Unpin>(
     tasks: &TaskService,
     session_id: &str,
 ) -> u8 {
-    let who = Principal {
-        token_id: format!("stdio:{session_id}"),
-        scope: Scope::Admin,
-        session_id: None,
-        label: Some("stdio parent".into()),
-        share_link: false,
-    };
+    let who = parent(session_id);
     let streams: Streams = Arc::default();
     let mut running = JoinSet::new();
     let code = loop {
-        let body = match reader.next().await {
-            Incoming::Frame(b) => b,
-            Incoming::Eof => break exit::OK,
-            Incoming::TooLarge(n) => {
-                tracing::error!(bytes = n, "a frame over the size limit");
-                out.raw_error(&Value::Null, -32000, "Message too large");
-                break exit::PROTOCOL;
-            }
-            Incoming::Malformed(why) => {
-                tracing::error!(%why, "framing broken");
-                break exit::PROTOCOL;
-            }
+        let too_large = || out.raw_error(&Value::Null, -32000, "Message too large");
+        let body = match next_body(reader, too_large).await {
+            Ok(b) => b,
+            Err(code) => break code,
         };
         let msg: Value = match serde_json::from_slice(&body) {
             Ok(v) => v,
@@ -424,11 +443,185 @@ async fn session<R: AsyncRead + Unpin>(
         // Finished requests leave the set as we go.
         while running.try_join_next().is_some() {}
     };
+    wind_down(running).await;
+    code
+}
+
+/// Stops the requests still running, allowing them the grace period to end.
+async fn wind_down(mut running: JoinSet<()>) {
     running.abort_all();
     let _ = tokio::time::timeout(GRACE, async {
         while running.join_next().await.is_some() {}
     })
     .await;
+}
+
+/// The parent process, which the process boundary trusts as an administrator.
+fn parent(session_id: &str) -> Principal {
+    Principal {
+        token_id: format!("stdio:{session_id}"),
+        scope: Scope::Admin,
+        session_id: None,
+        label: Some("stdio parent".into()),
+        share_link: false,
+    }
+}
+
+/// The next frame's body, or the exit code the session ends with (EOF ends it well; an
+/// oversized frame, after `too_large` answered it, or broken framing end it badly).
+async fn next_body<R: AsyncRead + Unpin>(
+    reader: &mut FrameReader<R>,
+    too_large: impl FnOnce(),
+) -> Result<Vec<u8>, u8> {
+    match reader.next().await {
+        Incoming::Frame(b) => Ok(b),
+        Incoming::Eof => Err(exit::OK),
+        Incoming::TooLarge(n) => {
+            tracing::error!(bytes = n, "a frame over the size limit");
+            too_large();
+            Err(exit::PROTOCOL)
+        }
+        Incoming::Malformed(why) => {
+            tracing::error!(%why, "framing broken");
+            Err(exit::PROTOCOL)
+        }
+    }
+}
+
+/// Frames of the `stdio-proto` variant: protobuf bodies, routed by `A2A-*` headers.
+impl Out {
+    fn proto(&self, kind: &str, id: &str, body: &[u8]) {
+        let headers = [("A2A-Kind", kind), ("A2A-Id", id)];
+        let _ = self
+            .tx
+            .send(frame_with("application/x-protobuf", &headers, body));
+    }
+
+    fn proto_error(&self, id: &str, e: &A2aError) {
+        self.proto(
+            "error",
+            id,
+            &proto::error(e.jsonrpc_code(), &e.to_string(), e.reason()),
+        );
+    }
+}
+
+/// The `stdio-proto` session: the same operations as `stdio-json`, with each request's
+/// kind, id and method in `A2A-Kind` / `A2A-Id` / `A2A-Method` and protobuf bodies
+/// (proto/a2a.proto). Control frames (heartbeat) stay JSON and carry no `A2A-Kind`.
+async fn session_proto<R: AsyncRead + Unpin>(
+    reader: &mut FrameReader<R>,
+    out: &Out,
+    tasks: &TaskService,
+    session_id: &str,
+) -> u8 {
+    let who = parent(session_id);
+    let streams: Streams = Arc::default();
+    let mut running = JoinSet::new();
+    let code = loop {
+        let too_large = || out.proto("error", "", &proto::error(-32000, "Message too large", ""));
+        let body = match next_body(reader, too_large).await {
+            Ok(b) => b,
+            Err(code) => break code,
+        };
+        let (kind, id, method) = (
+            reader.header("A2A-Kind").map(str::to_owned),
+            reader.header("A2A-Id").unwrap_or("").to_owned(),
+            reader.header("A2A-Method").unwrap_or("").to_owned(),
+        );
+        match kind.as_deref() {
+            None => match serde_json::from_slice::<Value>(&body) {
+                Ok(v) if v["type"] == "heartbeat" => continue,
+                _ => {
+                    tracing::error!("a frame without A2A-Kind that is no heartbeat");
+                    break exit::PROTOCOL;
+                }
+            },
+            Some("cancel") => {
+                if let Some(handle) = streams.lock().unwrap().remove(&id) {
+                    handle.abort();
+                    out.proto("streamEnd", &id, &[]);
+                }
+                continue;
+            }
+            Some("request") => {}
+            Some(other) => {
+                tracing::error!(kind = other, "an A2A-Kind a parent does not send");
+                break exit::PROTOCOL;
+            }
+        }
+        let Some((request_type, answer_type, streaming)) = proto::method_types(&method) else {
+            out.proto_error(
+                &id,
+                &A2aError::MethodNotFound(format!("no method {method:?}")),
+            );
+            continue;
+        };
+        let params = match proto::decode(request_type, &body) {
+            Ok(p) => p,
+            Err(e) => {
+                out.proto_error(&id, &A2aError::InvalidParams(e));
+                continue;
+            }
+        };
+        if method == "system/shutdown" {
+            out.proto("response", &id, &[]);
+            break exit::OK;
+        }
+        if streaming && streams.lock().unwrap().contains_key(&id) {
+            out.proto_error(
+                &id,
+                &A2aError::InvalidRequest(format!("request id {id} already has an open stream")),
+            );
+            continue;
+        }
+        let (out, tasks, who, streams_for_task) =
+            (out.clone(), tasks.clone(), who.clone(), streams.clone());
+        let task_id = id.clone();
+        let handle = running.spawn(async move {
+            let id = task_id;
+            let encode = |mut v: Value, type_name: &str| {
+                stamp(&mut v, &out.mark);
+                proto::encode(type_name, &v)
+            };
+            match jsonrpc::call(&tasks, &who, &method, params).await {
+                Ok(Reply::Value(v)) => match encode(v, answer_type) {
+                    Ok(bytes) => out.proto("response", &id, &bytes),
+                    Err(e) => out.proto_error(&id, &A2aError::from(anyhow::anyhow!(e))),
+                },
+                Ok(Reply::Stream(stream, _)) => {
+                    let mut events = std::pin::pin!(stream.into_events());
+                    while let Some(event) = events.next().await {
+                        let bytes = event.and_then(|e| {
+                            encode(json!(e), answer_type)
+                                .map_err(|e| A2aError::from(anyhow::anyhow!(e)))
+                        });
+                        match bytes {
+                            Ok(b) => out.proto("stream", &id, &b),
+                            Err(e) => {
+                                // An error ends the stream; no streamEnd follows.
+                                streams_for_task.lock().unwrap().remove(&id);
+                                out.proto_error(&id, &e);
+                                return;
+                            }
+                        }
+                    }
+                    if streams_for_task.lock().unwrap().remove(&id).is_some() {
+                        out.proto("streamEnd", &id, &[]);
+                    }
+                }
+                Err(e) => {
+                    streams_for_task.lock().unwrap().remove(&id);
+                    out.proto_error(&id, &e);
+                }
+            }
+        });
+        if streaming {
+            streams.lock().unwrap().insert(id, handle);
+        }
+        while running.try_join_next().is_some() {}
+    };
+    wind_down(running).await;
     code
 }
 
