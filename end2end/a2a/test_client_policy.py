@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -55,6 +56,8 @@ def mislabelled():
 
 def client(*args):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIWG_")}
+    # A fresh interface cache per call: each case shows the policy, not a remembered refusal.
+    env["PTYHOST_A2A_CACHE"] = os.path.join(tempfile.mkdtemp(prefix="ptyhost-cache-"), "interfaces.json")
     done = subprocess.run([BIN, "a2a", "--json", *args], capture_output=True, text=True, env=env, timeout=60)
     lines = [json.loads(l) for l in done.stdout.splitlines() if l.strip()]
     return done.returncode, lines, done.stderr

@@ -9,11 +9,26 @@ use serde_json::{Value, json};
 
 /// Runs `ptyhost a2a ARGS`; returns (exit success, stdout lines as JSON, stderr).
 async fn a2a(args: &[&str]) -> (bool, Vec<Value>, String) {
+    a2a_with_cache(args, None).await
+}
+
+/// `a2a` with an interface cache file (none: a fresh one each time).
+async fn a2a_with_cache(
+    args: &[&str],
+    cache: Option<&std::path::Path>,
+) -> (bool, Vec<Value>, String) {
+    let fresh = tempfile::tempdir().unwrap();
+    let cache = cache.map_or_else(
+        || fresh.path().join("cache.json"),
+        std::path::Path::to_path_buf,
+    );
     let out = tokio::process::Command::new(bin())
         .arg("a2a")
         .args(args)
         .env_remove("AIWG_A2A_PROTOCOL_POLICY")
         .env_remove("AIWG_A2A_PROTOCOL_FALLBACK")
+        .env("PTYHOST_A2A_CACHE", &cache)
+        .env("RUST_LOG", "info")
         .output()
         .await
         .unwrap();
@@ -133,6 +148,27 @@ async fn auto_falls_back_to_0_3_only_on_version_not_supported_and_only_when_allo
     let (ok, out, err) = run(send(&["--a2a-protocol", "auto", "--a2a-protocol-fallback"])).await;
     assert!(ok, "{err}");
     assert_eq!(out[0]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+
+    // The interface cache remembers the refusal: the next auto call goes straight to 0.3.
+    let cache = dir.path().join("interfaces.json");
+    let args = send(&["--a2a-protocol", "auto", "--a2a-protocol-fallback"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, _, err) = a2a_with_cache(&args, Some(&cache)).await;
+    assert!(ok && err.contains("falling back"), "{err}");
+    let (ok, _, err) = a2a_with_cache(&args, Some(&cache)).await;
+    assert!(
+        ok && err.contains("cached") && !err.contains("falling back"),
+        "{err}"
+    );
+    let remembered: Value =
+        serde_json::from_str(&std::fs::read_to_string(&cache).unwrap()).unwrap();
+    assert!(
+        remembered
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("1.0|HTTP+JSON|"))
+    );
     let (ok, _, err) = run(send(&[
         "--a2a-protocol",
         "auto",

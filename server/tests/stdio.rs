@@ -525,3 +525,73 @@ async fn stdio_proto_carries_the_same_operations_in_protobuf_bodies() {
     assert_eq!((kind.as_str(), id.as_str()), ("response", "7"));
     assert_eq!(p.exit().await.code(), Some(0));
 }
+
+#[tokio::test]
+async fn stdio_proto_runs_requests_concurrently_cancels_tasks_and_refuses_oversize_frames() {
+    use server::bindings::proto::decode;
+    let mut p = Parent::spawn(
+        Some("sess-q"),
+        &["--executor", "conformance", "--max-frame-bytes", "4096"],
+    );
+    p.next().await;
+    p.send(&json!({ "type": "handshakeAck", "sessionId": "sess-q", "selectVariant": "stdio-proto", "accept": true }))
+        .await;
+    let mut long = message("test-resubscribe-message-id-q", "long");
+    long["configuration"] = json!({ "returnImmediately": true });
+    // Two requests in flight; answers carry their ids.
+    p.proto_request("a", "SendMessage", "a2a.v1.SendMessageRequest", long)
+        .await;
+    p.proto_request("b", "ListTasks", "a2a.v1.ListTasksRequest", json!({}))
+        .await;
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 2 {
+        let (kind, id, body) = p.proto_next().await;
+        assert_eq!(kind, "response");
+        answers.insert(id, body);
+    }
+    let sent = decode("a2a.v1.SendMessageResponse", &answers["a"]).unwrap();
+    let id = sent["task"]["id"].as_str().unwrap().to_owned();
+    assert!(decode("a2a.v1.ListTasksResponse", &answers["b"]).is_ok());
+
+    p.proto_request(
+        "c",
+        "CancelTask",
+        "a2a.v1.CancelTaskRequest",
+        json!({ "id": id }),
+    )
+    .await;
+    let (kind, _, body) = p.proto_next().await;
+    assert_eq!(kind, "response");
+    assert_eq!(
+        decode("a2a.v1.Task", &body).unwrap()["status"]["state"],
+        "TASK_STATE_CANCELED"
+    );
+
+    // An oversized frame is answered with an Error and ends the session with exit 2.
+    p.proto_request(
+        "d",
+        "GetTask",
+        "a2a.v1.GetTaskRequest",
+        json!({ "id": "x".repeat(5000) }),
+    )
+    .await;
+    let (kind, _, body) = p.proto_next().await;
+    assert_eq!(kind, "error");
+    let e = decode("a2a.v1.Error", &body).unwrap();
+    assert_eq!(
+        (e["code"].as_i64(), e["message"].as_str()),
+        (Some(-32000), Some("Message too large"))
+    );
+    assert_eq!(p.exit().await.code(), Some(2));
+}
+
+#[tokio::test]
+async fn stdio_proto_ends_on_eof() {
+    let mut p = Parent::spawn(Some("sess-r"), &[]);
+    p.next().await;
+    p.send(&json!({ "type": "handshakeAck", "sessionId": "sess-r", "selectVariant": "stdio-proto", "accept": true }))
+        .await;
+    drop(p.stdin.take());
+    assert_eq!(p.exit().await.code(), Some(0));
+    assert!(p.rest().await.is_empty());
+}
