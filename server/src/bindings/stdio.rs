@@ -251,8 +251,31 @@ impl Out {
     }
 }
 
-/// Streams still open, by request id; whoever removes one sends its end.
-type Streams = Arc<Mutex<HashMap<String, AbortHandle>>>;
+/// Streams still open, by request id (registered before their task starts, its handle set
+/// once it runs). Whoever removes one sends its end, and a stream sends a frame only while
+/// it is registered, under the same lock: nothing of a stream follows its end.
+type Streams = Arc<Mutex<HashMap<String, Option<AbortHandle>>>>;
+
+/// Ends a stream the parent cancelled: stops its task and, if it was open, sends `end`.
+fn cancel_stream(streams: &Streams, key: &str, end: impl FnOnce()) {
+    let mut open = streams.lock().unwrap();
+    if let Some(handle) = open.remove(key) {
+        if let Some(h) = handle {
+            h.abort();
+        }
+        end();
+    }
+}
+
+/// Sends a stream's frame if the stream is still open.
+fn while_open(streams: &Streams, key: &str, send: impl FnOnce()) -> bool {
+    let open = streams.lock().unwrap();
+    let still = open.contains_key(key);
+    if still {
+        send();
+    }
+    still
+}
 
 /// Serves one parent over `input` and `output` until it leaves; returns the exit code.
 pub async fn serve<R, W>(
@@ -363,10 +386,7 @@ async fn session<R: AsyncRead + Unpin>(
         }
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
         if msg.get("cancelStream") == Some(&Value::Bool(true)) {
-            if let Some(handle) = streams.lock().unwrap().remove(&id.to_string()) {
-                handle.abort();
-                out.stream_end(&id);
-            }
+            cancel_stream(&streams, &id.to_string(), || out.stream_end(&id));
             continue;
         }
         let method = msg.get("method").and_then(Value::as_str);
@@ -400,6 +420,9 @@ async fn session<R: AsyncRead + Unpin>(
         let (method, out, tasks, who) =
             (method.to_owned(), out.clone(), tasks.clone(), who.clone());
         let streams_for_task = streams.clone();
+        if streaming {
+            streams.lock().unwrap().insert(key.clone(), None);
+        }
         let handle = running.spawn(async move {
             match jsonrpc::call(&tasks, &who, &method, params).await {
                 Ok(Reply::Value(v)) => out.result(&id, v),
@@ -407,13 +430,17 @@ async fn session<R: AsyncRead + Unpin>(
                     let mut events = std::pin::pin!(stream.into_events());
                     while let Some(event) = events.next().await {
                         match event {
-                            Ok(e) => out.result(
-                                &id,
-                                match version {
+                            Ok(e) => {
+                                let result = match version {
                                     Version::V1 => json!(e),
                                     Version::V03 => v03::event(&e),
-                                },
-                            ),
+                                };
+                                let key = id.to_string();
+                                if !while_open(&streams_for_task, &key, || out.result(&id, result))
+                                {
+                                    return;
+                                }
+                            }
                             Err(e) => {
                                 // An error ends the stream; no streamEnd follows.
                                 streams_for_task.lock().unwrap().remove(&id.to_string());
@@ -437,8 +464,8 @@ async fn session<R: AsyncRead + Unpin>(
                 }
             }
         });
-        if streaming {
-            streams.lock().unwrap().insert(key, handle);
+        if streaming && let Some(slot) = streams.lock().unwrap().get_mut(&key) {
+            *slot = Some(handle);
         }
         // Finished requests leave the set as we go.
         while running.try_join_next().is_some() {}
@@ -538,10 +565,7 @@ async fn session_proto<R: AsyncRead + Unpin>(
                 }
             },
             Some("cancel") => {
-                if let Some(handle) = streams.lock().unwrap().remove(&id) {
-                    handle.abort();
-                    out.proto("streamEnd", &id, &[]);
-                }
+                cancel_stream(&streams, &id, || out.proto("streamEnd", &id, &[]));
                 continue;
             }
             Some("request") => {}
@@ -578,6 +602,9 @@ async fn session_proto<R: AsyncRead + Unpin>(
         let (out, tasks, who, streams_for_task) =
             (out.clone(), tasks.clone(), who.clone(), streams.clone());
         let task_id = id.clone();
+        if streaming {
+            streams.lock().unwrap().insert(id.clone(), None);
+        }
         let handle = running.spawn(async move {
             let id = task_id;
             let encode = |mut v: Value, type_name: &str| {
@@ -597,7 +624,13 @@ async fn session_proto<R: AsyncRead + Unpin>(
                                 .map_err(|e| A2aError::from(anyhow::anyhow!(e)))
                         });
                         match bytes {
-                            Ok(b) => out.proto("stream", &id, &b),
+                            Ok(b) => {
+                                if !while_open(&streams_for_task, &id, || {
+                                    out.proto("stream", &id, &b)
+                                }) {
+                                    return;
+                                }
+                            }
                             Err(e) => {
                                 // An error ends the stream; no streamEnd follows.
                                 streams_for_task.lock().unwrap().remove(&id);
@@ -616,8 +649,8 @@ async fn session_proto<R: AsyncRead + Unpin>(
                 }
             }
         });
-        if streaming {
-            streams.lock().unwrap().insert(id, handle);
+        if streaming && let Some(slot) = streams.lock().unwrap().get_mut(&id) {
+            *slot = Some(handle);
         }
         while running.try_join_next().is_some() {}
     };
