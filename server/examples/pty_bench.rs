@@ -6,6 +6,9 @@
 //!
 //!     cargo run --release -p server --example pty_bench -- [PTYHOST_BIN] [FLOOD_MIB] [VIEWERS]
 //!
+//! With `TERMINADO_PYTHON` set to a Python that has terminado, the same flood and echo also
+//! run through terminado (`terminado_server.py`) in the same run, for comparison.
+//!
 //! PTYHOST_BIN defaults to the release binary beside this example.
 
 use std::path::PathBuf;
@@ -215,6 +218,26 @@ async fn main() -> anyhow::Result<()> {
     );
     drop(held);
 
+    if let Some(python) = std::env::var_os("TERMINADO_PYTHON") {
+        let flood = format!("sleep 1; cat {}", file.display());
+        let rate = terminado_flood(&python, &flood, on_screen).await?;
+        println!(
+            "terminado: {:.1} MiB/s to one viewer vs {:.1} MiB/s raw PTY read (ratio {:.2}); ptyhost's JSON viewer is {:.2}x terminado",
+            rate / 1048576.0,
+            raw_rate / 1048576.0,
+            rate / raw_rate,
+            rates[0] / rate
+        );
+        let (t50, t99) = terminado_echo(&python).await?;
+        println!(
+            "terminado echo: p50 {:.0} us, p99 {:.0} us; ptyhost's p50 is {:.2}x, p99 {:.2}x terminado's",
+            us(t50),
+            us(t99),
+            us(p50) / us(t50),
+            us(p99) / us(t99)
+        );
+    }
+
     unsafe_kill(child.id().unwrap_or(0) as i32);
     child.wait().await?;
     Ok(())
@@ -382,6 +405,92 @@ async fn join_latency(addr: &str, sid: &str, replay_from: Option<u64>) -> anyhow
         times.push(t.elapsed());
     }
     Ok(percentiles(&mut times).0)
+}
+
+/// Starts terminado serving a fresh terminal running `sh -c COMMAND` per connection.
+async fn terminado(
+    python: &std::ffi::OsStr,
+    command: &str,
+) -> anyhow::Result<(tokio::process::Child, Ws)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/terminado_server.py");
+    let mut child = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(port.to_string())
+        .args(["sh", "-c", command])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    lines.next_line().await?;
+    let (ws, _) =
+        tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/websocket")).await?;
+    Ok((child, ws))
+}
+
+/// terminado's messages: `["stdout", text]`, `["disconnect", …]`, `["setup", {}]`.
+async fn terminado_next(ws: &mut Ws) -> anyhow::Result<Value> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), ws.next()).await? {
+            Some(Ok(Message::Text(t))) => return Ok(serde_json::from_str(&t)?),
+            Some(Ok(Message::Close(_))) | None => return Ok(json!(["disconnect"])),
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(e.into()),
+        }
+    }
+}
+
+/// Bytes/s of a flood through terminado, from the first output to the last.
+async fn terminado_flood(
+    python: &std::ffi::OsStr,
+    command: &str,
+    expect: usize,
+) -> anyhow::Result<f64> {
+    let (_server, mut ws) = terminado(python, command).await?;
+    let (mut bytes, mut first, mut last) = (0, None, None);
+    while bytes < expect {
+        let m = terminado_next(&mut ws).await?;
+        match m[0].as_str() {
+            Some("stdout") => {
+                let now = Instant::now();
+                first.get_or_insert(now);
+                last = Some(now);
+                bytes += m[1].as_str().unwrap_or("").len();
+            }
+            Some("disconnect") => break,
+            _ => {}
+        }
+    }
+    let secs = first
+        .zip(last)
+        .map_or(0.0, |(f, l): (Instant, Instant)| (l - f).as_secs_f64());
+    Ok(bytes as f64 / secs.max(1e-9))
+}
+
+/// One-byte echo through `cat` in raw mode behind terminado.
+async fn terminado_echo(python: &std::ffi::OsStr) -> anyhow::Result<(Duration, Duration)> {
+    let (_server, mut ws) = terminado(python, "stty raw -echo; exec cat").await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut times = Vec::with_capacity(ECHO_ROUNDS);
+    for i in 0..ECHO_ROUNDS {
+        let byte = (b'a' + (i % 26) as u8) as char;
+        let t = Instant::now();
+        ws.send(Message::Text(
+            json!(["stdin", byte.to_string()]).to_string().into(),
+        ))
+        .await?;
+        loop {
+            let m = terminado_next(&mut ws).await?;
+            if m[0] == "stdout" && m[1].as_str().is_some_and(|s| s.contains(byte)) {
+                break;
+            }
+        }
+        times.push(t.elapsed());
+    }
+    Ok(percentiles(&mut times))
 }
 
 /// What a viewer received of a flood.
