@@ -14,7 +14,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
-use crate::a2a::service::TaskService;
+use app::a2a::StreamResponse;
+
+use crate::a2a::service::{TaskService, TaskStream};
 use crate::a2a::{A2aError, Version, v03};
 use crate::auth::{Principal, Scope};
 use crate::bindings::jsonrpc::{self, Reply};
@@ -267,6 +269,37 @@ fn cancel_stream(streams: &Streams, key: &str, end: impl FnOnce()) {
     }
 }
 
+/// Forwards a task stream while it is open (both variants): `shape` turns each event into
+/// what `send` writes; an error (`fail`) ends the stream without `end`.
+async fn forward<T>(
+    stream: TaskStream,
+    streams: &Streams,
+    key: &str,
+    shape: impl Fn(StreamResponse) -> Result<T, A2aError>,
+    send: impl Fn(T),
+    end: impl FnOnce(),
+    fail: impl FnOnce(&A2aError),
+) {
+    let mut events = std::pin::pin!(stream.into_events());
+    while let Some(event) = events.next().await {
+        match event.and_then(&shape) {
+            Ok(item) => {
+                if !while_open(streams, key, || send(item)) {
+                    return;
+                }
+            }
+            Err(e) => {
+                streams.lock().unwrap().remove(key);
+                fail(&e);
+                return;
+            }
+        }
+    }
+    if streams.lock().unwrap().remove(key).is_some() {
+        end();
+    }
+}
+
 /// Sends a stream's frame if the stream is still open.
 fn while_open(streams: &Streams, key: &str, send: impl FnOnce()) -> bool {
     let open = streams.lock().unwrap();
@@ -427,36 +460,22 @@ async fn session<R: AsyncRead + Unpin>(
             match jsonrpc::call(&tasks, &who, &method, params).await {
                 Ok(Reply::Value(v)) => out.result(&id, v),
                 Ok(Reply::Stream(stream, version)) => {
-                    let mut events = std::pin::pin!(stream.into_events());
-                    while let Some(event) = events.next().await {
-                        match event {
-                            Ok(e) => {
-                                let result = match version {
-                                    Version::V1 => json!(e),
-                                    Version::V03 => v03::event(&e),
-                                };
-                                let key = id.to_string();
-                                if !while_open(&streams_for_task, &key, || out.result(&id, result))
-                                {
-                                    return;
-                                }
-                            }
-                            Err(e) => {
-                                // An error ends the stream; no streamEnd follows.
-                                streams_for_task.lock().unwrap().remove(&id.to_string());
-                                out.error(&id, &e);
-                                return;
-                            }
-                        }
-                    }
-                    if streams_for_task
-                        .lock()
-                        .unwrap()
-                        .remove(&id.to_string())
-                        .is_some()
-                    {
-                        out.stream_end(&id);
-                    }
+                    let shape = |e: StreamResponse| {
+                        Ok(match version {
+                            Version::V1 => json!(e),
+                            Version::V03 => v03::event(&e),
+                        })
+                    };
+                    forward(
+                        *stream,
+                        &streams_for_task,
+                        &id.to_string(),
+                        shape,
+                        |result| out.result(&id, result),
+                        || out.stream_end(&id),
+                        |e| out.error(&id, e),
+                    )
+                    .await;
                 }
                 Err(e) => {
                     streams_for_task.lock().unwrap().remove(&id.to_string());
@@ -617,31 +636,20 @@ async fn session_proto<R: AsyncRead + Unpin>(
                     Err(e) => out.proto_error(&id, &A2aError::from(anyhow::anyhow!(e))),
                 },
                 Ok(Reply::Stream(stream, _)) => {
-                    let mut events = std::pin::pin!(stream.into_events());
-                    while let Some(event) = events.next().await {
-                        let bytes = event.and_then(|e| {
-                            encode(json!(e), answer_type)
-                                .map_err(|e| A2aError::from(anyhow::anyhow!(e)))
-                        });
-                        match bytes {
-                            Ok(b) => {
-                                if !while_open(&streams_for_task, &id, || {
-                                    out.proto("stream", &id, &b)
-                                }) {
-                                    return;
-                                }
-                            }
-                            Err(e) => {
-                                // An error ends the stream; no streamEnd follows.
-                                streams_for_task.lock().unwrap().remove(&id);
-                                out.proto_error(&id, &e);
-                                return;
-                            }
-                        }
-                    }
-                    if streams_for_task.lock().unwrap().remove(&id).is_some() {
-                        out.proto("streamEnd", &id, &[]);
-                    }
+                    let shape = |e: StreamResponse| {
+                        encode(json!(e), answer_type)
+                            .map_err(|e| A2aError::from(anyhow::anyhow!(e)))
+                    };
+                    forward(
+                        *stream,
+                        &streams_for_task,
+                        &id,
+                        shape,
+                        |bytes| out.proto("stream", &id, &bytes),
+                        || out.proto("streamEnd", &id, &[]),
+                        |e| out.proto_error(&id, e),
+                    )
+                    .await;
                 }
                 Err(e) => {
                     streams_for_task.lock().unwrap().remove(&id);
