@@ -395,13 +395,7 @@ pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
     let fallback = args.fallback && !args.no_fallback;
     let token = args.token.as_deref();
     let json_out = args.json;
-    let print = move |v: &serde_json::Value| {
-        if json_out {
-            println!("{v}");
-        } else {
-            print_human(v);
-        }
-    };
+    let print = move |v: &serde_json::Value| show(v, json_out);
     let run = |op: &'static str| move |e: ClientError| anyhow::anyhow!("{op}: {e}");
     match args.op {
         A2aOp::Card { .. } => {
@@ -639,13 +633,7 @@ async fn a2a_over_stdio(
     use config::A2aOp;
     use futures_util::StreamExt;
     use serde_json::json;
-    let print = |v: &serde_json::Value| {
-        if json_out {
-            println!("{v}");
-        } else {
-            print_human(v);
-        }
-    };
+    let print = |v: &serde_json::Value| show(v, json_out);
     let mut events = match op {
         A2aOp::Send {
             text,
@@ -696,6 +684,15 @@ async fn a2a_over_stdio(
         print(&event?);
     }
     Ok(())
+}
+
+/// An answer of `ptyhost a2a`: one JSON object per line with `--json`, else for people.
+fn show(v: &serde_json::Value, json_out: bool) {
+    if json_out {
+        println!("{v}");
+    } else {
+        print_human(v);
+    }
 }
 
 /// A StreamResponse-shaped value for people: task states, and output as it comes.
