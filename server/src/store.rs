@@ -506,12 +506,12 @@ impl Store {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<PushConfigRow>> {
-        let rows = sqlx::query(
-            "SELECT task_id, id, version, config, created_at FROM push_configs WHERE task_id = ?
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {PUSH_CONFIG_COLUMNS} FROM push_configs WHERE task_id = ?
              AND (? IS NULL OR (created_at, id) > (SELECT created_at, id FROM push_configs
                   WHERE task_id = ? AND id = ?))
-             ORDER BY created_at, id LIMIT ?",
-        )
+             ORDER BY created_at, id LIMIT ?"
+        )))
         .bind(task_id)
         .bind(after)
         .bind(task_id)
@@ -523,10 +523,9 @@ impl Store {
     }
 
     pub async fn push_config(&self, task_id: &str, id: &str) -> Result<Option<PushConfigRow>> {
-        Ok(sqlx::query(
-            "SELECT task_id, id, version, config, created_at FROM push_configs
-             WHERE task_id = ? AND id = ?",
-        )
+        Ok(sqlx::query(AssertSqlSafe(format!(
+            "SELECT {PUSH_CONFIG_COLUMNS} FROM push_configs WHERE task_id = ? AND id = ?"
+        )))
         .bind(task_id)
         .bind(id)
         .fetch_optional(&self.pool)
@@ -606,6 +605,9 @@ pub struct PushConfigRow {
     pub config: String,
     pub created_at: i64,
 }
+
+/// The columns `push_config_row` reads, in its order.
+const PUSH_CONFIG_COLUMNS: &str = "task_id, id, version, config, created_at";
 
 fn push_config_row(r: &sqlx::sqlite::SqliteRow) -> PushConfigRow {
     PushConfigRow {
