@@ -256,14 +256,6 @@ impl Message {
             .collect::<Vec<_>>()
             .join("\n")
     }
-
-    /// The first data part, if any.
-    pub fn data(&self) -> Option<&Value> {
-        self.parts.iter().find_map(|p| match &p.content {
-            Content::Data(d) => Some(d),
-            _ => None,
-        })
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,8 @@
 """`ptyhost a2a`, our client, against a2a-sdk's own server offering only 1.0, only 0.3,
 both, or a mislabelled 1.0 interface: which version each policy selects, that strict 1.0
-never uses 0.3, and that auto falls back only on VersionNotSupported and only when allowed."""
+never uses 0.3, and that auto falls back only on VersionNotSupported and only when allowed.
+And `ptyhost a202` against the same foreign server: the capability check reads its card,
+and a server that never echoes the activation has not activated the extension."""
 
 import json
 import os
@@ -38,20 +40,23 @@ def serve(mode):
             time.sleep(0.1)
 
 
-@pytest.fixture(scope="module", params=["1.0", "0.3", "both"])
-def sdk(request):
-    proc, base = serve(request.param)
-    yield request.param, base
+def running(mode):
+    """The server's base URL while the fixture lasts."""
+    proc, base = serve(mode)
+    yield base
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module", params=["1.0", "0.3", "both"])
+def sdk(request):
+    for base in running(request.param):
+        yield request.param, base
 
 
 @pytest.fixture(scope="module")
 def mislabelled():
-    proc, base = serve("mislabelled")
-    yield base
-    proc.terminate()
-    proc.wait(timeout=10)
+    yield from running("mislabelled")
 
 
 def client(*args):
@@ -97,3 +102,30 @@ def test_auto_falls_back_only_on_version_not_supported_and_only_when_allowed(mis
     assert code != 0 and "VERSION_NOT_SUPPORTED" in err, err
     code, _, err = client("--a2a-protocol", "1.0", "--a2a-protocol-fallback", "send", base, "hello")
     assert code != 0 and "VERSION_NOT_SUPPORTED" in err, "strict 1.0 never selects 0.3: " + err
+
+
+OFFER = os.path.join(HERE, "..", "..", "server", "tests", "fixtures", "a202", "offer.json")
+
+
+def a202(*args):
+    done = subprocess.run([BIN, "a202", "--json", *args], capture_output=True, text=True, timeout=60)
+    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else None, done.stderr
+
+
+@pytest.fixture(scope="module")
+def declaring():
+    yield from running("a202")
+
+
+def test_a202_check_reads_the_declaration_on_a_foreign_card(sdk, declaring):
+    code, out, err = a202("check", declaring)
+    assert code == 0, err
+    assert (out["outcome"], out["write_version"]) == ("supported", "0.1")
+    _, base = sdk
+    code, out, err = a202("check", base)
+    assert (code, out["code"]) == (1, "A202-EXTENSION-UNSUPPORTED"), err
+
+
+def test_a202_absent_activation_echo_is_non_activation(declaring):
+    code, out, err = a202("send", declaring, OFFER)
+    assert (code, out["code"]) == (1, "A202-EXTENSION-UNSUPPORTED"), err

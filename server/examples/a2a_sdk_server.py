@@ -3,9 +3,11 @@ baseline of `a2a_bench`, and the foreign server of the client's policy tests.
 
     python a2a_sdk_server.py PORT [MODE]
 
-MODE (what the card offers): 1.0 (default; the 0.3 compat layer is off), 0.3, both, or
+MODE (what the card offers): 1.0 (default; the 0.3 compat layer is off), 0.3, both,
 mislabelled (a "1.0" HTTP+JSON interface that is really the 0.3 REST surface, so a 1.0
-request there gets VersionNotSupported, then a true 0.3 JSON-RPC interface).
+request there gets VersionNotSupported, then a true 0.3 JSON-RPC interface), or a202 (1.0,
+and a card that declares the A202 commercial extension, which this server never echoes as
+activated).
 """
 
 import sys
@@ -18,8 +20,11 @@ from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
 from a2a.server.routes.rest_routes import create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
+from a2a.types import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, TaskState
 from starlette.applications import Starlette
+
+
+A202_URI = "https://schemas.a202.org/a2a-ext/commercial/0.1"
 
 
 class Trivial(AgentExecutor):
@@ -45,6 +50,7 @@ def interfaces(base, mode):
     ]
     return {
         "1.0": one,
+        "a202": one,
         "0.3": legacy,
         "both": one + legacy,
         "mislabelled": [
@@ -58,15 +64,20 @@ def main():
     port = int(sys.argv[1])
     mode = sys.argv[2] if len(sys.argv) > 2 else "1.0"
     base = f"http://127.0.0.1:{port}"
+    capabilities = AgentCapabilities(streaming=True)
+    if mode == "a202":
+        a202 = AgentExtension(uri=A202_URI, description="Exchanges A202 commercial objects.", required=False)
+        a202.params.update({"read_versions": ["0.1"], "write_version": "0.1"})
+        capabilities.extensions.append(a202)
     card = AgentCard(
         name="trivial", description="completes every task at once", version="1",
-        capabilities=AgentCapabilities(streaming=True),
+        capabilities=capabilities,
         default_input_modes=["text/plain"], default_output_modes=["text/plain"],
         skills=[AgentSkill(id="complete", name="complete", description="completes the task", tags=["test"])],
         supported_interfaces=interfaces(base, mode),
     )
     handler = DefaultRequestHandler(agent_executor=Trivial(), task_store=InMemoryTaskStore(), agent_card=card)
-    compat = mode != "1.0"
+    compat = mode not in ("1.0", "a202")
     routes = (
         create_agent_card_routes(card)
         + create_jsonrpc_routes(handler, rpc_url="/jsonrpc", enable_v0_3_compat=compat)

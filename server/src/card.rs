@@ -10,11 +10,14 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::a2a::extensions::Declared;
+use crate::commerce::Commerce;
 use crate::http::AppState;
 use crate::sessions::host;
 
 /// The extensions the card declares, as requests activate them.
-pub const EXTENSIONS: [Declared; 2] = [PTY_EXTENSION, FLOW_EXTENSION];
+pub fn extensions(commerce: &Commerce) -> [Declared; 3] {
+    [PTY_EXTENSION, FLOW_EXTENSION, commerce.declared()]
+}
 
 const PTY_EXTENSION: Declared = Declared {
     uri: wire::EXTENSION_URI,
@@ -98,7 +101,11 @@ pub fn v1_card(state: &AppState) -> Value {
             "streaming": true,
             "pushNotifications": true,
             "extendedAgentCard": false,
-            "extensions": [pty_extension(state), flow_extension()],
+            "extensions": [
+                pty_extension(state),
+                flow_extension(),
+                state.tasks.commerce().declaration(),
+            ],
         },
         "securitySchemes": {
             "bearer": {

@@ -33,6 +33,9 @@ pub enum Command {
     /// The A2A client: read a card, send, get, list, cancel and subscribe, over HTTP+JSON
     /// or JSON-RPC in A2A 0.3 or 1.0.
     A2a(A2aArgs),
+    /// The A202 commercial extension, client side: check a counterparty's capability, and
+    /// send it an object over A2A or plain HTTPS once the check passes.
+    A202(A202Args),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -185,6 +188,49 @@ pub struct SessionArgs {
     /// conformance scenarios.
     #[arg(long, env = "PTYHOST_EXECUTOR", value_enum, default_value = "shell")]
     pub executor: crate::executor::Executor,
+    #[command(flatten)]
+    pub commerce: CommerceArgs,
+}
+
+/// The A202 commercial extension this agent declares and how it verifies what it receives.
+#[derive(Debug, Clone, Args)]
+pub struct CommerceArgs {
+    /// Require the A202 extension: every A2A request must activate it.
+    #[arg(long = "a202-required", env = "PTYHOST_A202_REQUIRED")]
+    pub required: bool,
+    #[command(flatten)]
+    pub versions: A202Versions,
+    /// Trusted A202 key records (a JSON array of key_record objects) that verify signatures;
+    /// a signature by any other key is reported as not checkable.
+    #[arg(long = "a202-keys", env = "PTYHOST_A202_KEYS")]
+    pub keys: Option<PathBuf>,
+}
+
+/// A party's A202 version declaration.
+#[derive(Debug, Clone, Args)]
+pub struct A202Versions {
+    /// The A202 specification versions read (MAJOR.MINOR, comma-separated).
+    #[arg(
+        long = "a202-read-versions",
+        env = "PTYHOST_A202_READ_VERSIONS",
+        value_delimiter = ',',
+        default_value = "0.1"
+    )]
+    pub read_versions: Vec<String>,
+    /// The A202 specification version written; one of the read versions.
+    #[arg(
+        long = "a202-write-version",
+        env = "PTYHOST_A202_WRITE_VERSION",
+        default_value = "0.1"
+    )]
+    pub write_version: String,
+}
+
+impl A202Versions {
+    pub fn local(&self) -> anyhow::Result<crate::commerce::capability::Versions> {
+        crate::commerce::capability::Versions::local(&self.read_versions, &self.write_version)
+            .map_err(|e| anyhow::anyhow!("A202 versions: {e}"))
+    }
 }
 
 impl SessionArgs {
@@ -426,5 +472,84 @@ mod tests {
             panic!()
         };
         assert!(a.settings().is_err());
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct A202Args {
+    /// How the counterparty is reached: a2a (its AgentCard declares the extension) or https
+    /// (its preflight document /.well-known/a202-capability.json does).
+    #[arg(long, value_enum, default_value = "a2a", global = true)]
+    pub carrier: A202Carrier,
+    #[command(flatten)]
+    pub versions: A202Versions,
+    /// Bearer token.
+    #[arg(long, env = "PTYHOST_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub op: A202Op,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum A202Carrier {
+    A2a,
+    Https,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum A202Op {
+    /// Run the capability check against URL (an agent, its card, or a preflight document)
+    /// and print the outcome; exit 1 when it fails (A202-EXTENSION-UNSUPPORTED).
+    Check { url: String },
+    /// Check URL, then send the A202 object in FILE (sent as its RFC 8785 bytes).
+    Send { url: String, file: String },
+    /// Make a signing key: writes DIR/KEY_ID.pk8 (the private key, PKCS#8) and
+    /// DIR/KEY_ID.key-record.json (the key_record a counterparty passes to --a202-keys).
+    Keygen {
+        #[arg(long)]
+        key_id: String,
+        #[arg(long, value_enum, default_value = "es256")]
+        algorithm: A202Algorithm,
+        /// The key record's creator: organization, agent and mandate ids.
+        #[arg(long)]
+        organization: String,
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        mandate: String,
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
+    /// Set FILE's content_hash, sign it, and print its RFC 8785 bytes.
+    Seal {
+        file: String,
+        /// The PKCS#8 private key written by keygen.
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long)]
+        key_id: String,
+        #[arg(long, value_enum, default_value = "es256")]
+        algorithm: A202Algorithm,
+        /// What the signature is for (offer_submission, object_issuance, …).
+        #[arg(long)]
+        purpose: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum A202Algorithm {
+    Es256,
+    Eddsa,
+}
+
+impl A202Algorithm {
+    pub fn algorithm(self) -> crate::commerce::keys::Algorithm {
+        match self {
+            A202Algorithm::Es256 => crate::commerce::keys::Algorithm::Es256,
+            A202Algorithm::Eddsa => crate::commerce::keys::Algorithm::EdDsa,
+        }
     }
 }

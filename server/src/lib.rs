@@ -9,6 +9,7 @@ pub mod bindings;
 pub mod card;
 pub mod client;
 pub mod clock;
+pub mod commerce;
 pub mod config;
 pub mod executor;
 pub mod http;
@@ -68,7 +69,7 @@ pub async fn stdio(args: config::StdioArgs) -> u8 {
     let level = std::env::var("A2A_LOG_LEVEL").unwrap_or_else(|_| "info".into());
     init_tracing(&format!("{level},sqlx=warn"));
     let params = stdio::service_params(std::env::vars());
-    tracing::info!(%session_id, service_params = %serde_json::Value::Object(params), "stdio session");
+    tracing::info!(%session_id, service_params = %serde_json::Value::Object(params.clone()), "stdio session");
     let core = async {
         let settings = args.session.settings()?;
         Core::start(
@@ -87,9 +88,12 @@ pub async fn stdio(args: config::StdioArgs) -> u8 {
             return exit::FAILURE;
         }
     };
+    let extensions =
+        a2a::extensions::from_parameters(&params, &card::extensions(core.tasks.commerce()));
     let code = stdio::serve(
         core.tasks.clone(),
         session_id,
+        extensions,
         args.max_frame_bytes,
         tokio::io::stdin(),
         tokio::io::stdout(),
@@ -134,8 +138,14 @@ impl Core {
             allow_loopback: push_allow_loopback,
         };
         let push = push::Push::new(store.clone(), guard)?;
-        let tasks =
-            a2a::service::TaskService::new(store.clone(), sessions.clone(), session.executor, push);
+        let commerce = commerce::Commerce::new(&session.commerce, store.clone())?;
+        let tasks = a2a::service::TaskService::new(
+            store.clone(),
+            sessions.clone(),
+            session.executor,
+            push,
+            commerce,
+        );
         tasks.recover().await?;
         Ok(Core {
             store,
@@ -213,12 +223,14 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     tracing::info!(%addr, instance_id = %args.instance_id, "serving");
 
     let shutdown = CancellationToken::new();
+    let plain_off_loopback = tls.is_none() && !addr.ip().is_loopback();
     let state = AppState::new(AppInner {
         sessions: sessions.clone(),
         tasks,
         store: store.clone(),
         instance_id: args.instance_id.clone(),
-        refuse_plain_ws: tls.is_none() && !addr.ip().is_loopback() && !args.allow_insecure_ws,
+        refuse_plain_ws: plain_off_loopback && !args.allow_insecure_ws,
+        plain_off_loopback,
         allowed_origins: std::iter::once(format!("{scheme}://{addr}"))
             .chain(args.allowed_origins.iter().cloned())
             .collect(),
@@ -353,6 +365,18 @@ pub async fn token_command(args: TokenArgs) -> Result<()> {
 }
 
 /// `ptyhost a2a …`: the A2A client on the command line.
+/// `ptyhost a202`: 0 when the check (and submission) passed, 1 when refused, 2 on error.
+pub async fn a202_command(args: config::A202Args) -> u8 {
+    init_tracing("warn");
+    match client::a202::run(args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ptyhost a202: {e:#}");
+            2
+        }
+    }
+}
+
 pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
     use client::{Binding, ClientError, Connection, Policy, with_policy};
     use config::A2aOp;

@@ -23,6 +23,8 @@ fn main() -> ExitCode {
         let result = match command {
             // The STDIO binding defines its own exit codes.
             Command::Stdio(args) => return ExitCode::from(server::stdio(args).await),
+            // 0 passed, 1 refused (the refusal is printed), 2 could not run.
+            Command::A202(args) => return ExitCode::from(server::a202_command(args).await),
             Command::Serve(args) => server::serve(*args).await,
             Command::Token(args) => server::token_command(args).await,
             Command::A2a(args) => server::a2a_command(args).await,

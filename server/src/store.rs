@@ -595,7 +595,93 @@ impl Store {
             })
             .collect())
     }
+
+    /// The last sequence of an A202 transaction stream (0 when it is empty).
+    pub async fn a202_sequence(&self, transaction_id: &str) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT COALESCE(MAX(sequence), 0) FROM a202_objects WHERE transaction_id = ?",
+        )
+        .bind(transaction_id)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Where an object version is held: its sequence and content hash.
+    pub async fn a202_find(&self, object_id: &str, version: i64) -> Result<Option<(i64, String)>> {
+        Ok(sqlx::query_as(
+            "SELECT sequence, content_hash FROM a202_objects WHERE object_id = ? AND version = ?",
+        )
+        .bind(object_id)
+        .bind(version)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// Appends A202 objects in one transaction: all of them or none.
+    pub async fn a202_append(&self, rows: &[CommerceRow]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for r in rows {
+            sqlx::query(AssertSqlSafe(format!(
+                "INSERT INTO a202_objects ({COMMERCE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            )))
+            .bind(&r.transaction_id)
+            .bind(r.sequence)
+            .bind(&r.object_id)
+            .bind(r.version)
+            .bind(&r.object_type)
+            .bind(&r.content_hash)
+            .bind(&r.canonical)
+            .bind(&r.carrier)
+            .bind(&r.received_at)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A transaction's stream in sequence order.
+    pub async fn a202_stream(&self, transaction_id: &str) -> Result<Vec<CommerceRow>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {COMMERCE_COLUMNS} FROM a202_objects WHERE transaction_id = ? ORDER BY sequence"
+        )))
+        .bind(transaction_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| CommerceRow {
+                transaction_id: r.get(0),
+                sequence: r.get(1),
+                object_id: r.get(2),
+                version: r.get(3),
+                object_type: r.get(4),
+                content_hash: r.get(5),
+                canonical: r.get(6),
+                carrier: r.get(7),
+                received_at: r.get(8),
+            })
+            .collect())
+    }
 }
+
+/// One object in an A202 transaction stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommerceRow {
+    pub transaction_id: String,
+    pub sequence: i64,
+    pub object_id: String,
+    pub version: i64,
+    pub object_type: String,
+    pub content_hash: String,
+    pub canonical: Vec<u8>,
+    pub carrier: String,
+    pub received_at: String,
+}
+
+/// The columns of `a202_objects`, in `CommerceRow` order.
+const COMMERCE_COLUMNS: &str = "transaction_id, sequence, object_id, version, object_type, \
+     content_hash, canonical, carrier, received_at";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PushConfigRow {

@@ -1,6 +1,7 @@
 //! HTTPS and WSS with `--tls-cert/--tls-key`: a client that trusts the certificate's CA
 //! reads the API and attaches over wss on a non-loopback listen address, with no
-//! `--allow-insecure-ws`; a client that does not trust it is refused by the handshake.
+//! `--allow-insecure-ws`, and submits A202 objects there; a client that does not trust it is
+//! refused by the handshake.
 
 mod common;
 
@@ -10,6 +11,8 @@ use common::*;
 use futures_util::StreamExt;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use serde_json::Value;
+use server::commerce::keys::Algorithm;
+use server::commerce::seal::{Signer, seal};
 use tokio_rustls::rustls;
 use tokio_tungstenite::Connector;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -108,6 +111,29 @@ async fn tls_serves_https_and_wss_on_a_non_loopback_address() {
     .expect("wss attach");
     let hello = ws.next().await.unwrap().unwrap();
     assert!(hello.to_text().unwrap().contains("binding_hello"));
+
+    // The A202 HTTPS binding takes objects here: HTTPS off loopback is no insecure endpoint.
+    let (signer, _) = Signer::generate("key_tls_es_01", Algorithm::Es256).unwrap();
+    let mut offer: Value = serde_json::from_str(include_str!("fixtures/a202/offer.json")).unwrap();
+    let bytes = seal(
+        &mut offer,
+        &[(&signer, "offer_submission")],
+        "2026-11-02T09:31:00Z",
+    )
+    .unwrap();
+    let submitted = https
+        .post(format!("https://{}/a202/objects", s.addr))
+        .bearer_auth(ADMIN)
+        .header("Content-Type", "application/a202-commercial+json")
+        .header(
+            "A202-Extensions",
+            "https://schemas.a202.org/a2a-ext/commercial/0.1",
+        )
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(submitted.status(), 202);
 
     // A client that does not trust the CA fails the handshake; plain HTTP gets no answer.
     let untrusting = reqwest::Client::new();

@@ -5,6 +5,8 @@
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
+use serde_json::{Map, Value};
+
 use super::A2aError;
 
 /// An extension the AgentCard declares.
@@ -58,11 +60,7 @@ pub fn activate(request: &HeaderMap, declared: &[Declared]) -> Result<Activation
             headers.push(header);
         }
     }
-    let uris: Vec<&'static str> = declared
-        .iter()
-        .filter(|d| named.iter().any(|n| n == d.uri))
-        .map(|d| d.uri)
-        .collect();
+    let uris = pick(named.iter().map(String::as_str), declared);
     if let Some(missing) = declared
         .iter()
         .find(|d| d.required && !uris.contains(&d.uri))
@@ -70,6 +68,34 @@ pub fn activate(request: &HeaderMap, declared: &[Declared]) -> Result<Activation
         return Err(A2aError::ExtensionSupportRequired(missing.uri.to_owned()));
     }
     Ok(Activation { uris, headers })
+}
+
+/// The declared URIs among `named`, in declaration order.
+fn pick<'a>(
+    named: impl Iterator<Item = &'a str> + Clone,
+    declared: &[Declared],
+) -> Vec<&'static str> {
+    declared
+        .iter()
+        .filter(|d| named.clone().any(|n| n == d.uri))
+        .map(|d| d.uri)
+        .collect()
+}
+
+/// What a binding without headers activates through its service parameters (pty-ws,
+/// STDIO): `a2a-extensions` in any case, as a list or a comma-separated string.
+pub fn from_parameters(params: &Map<String, Value>, declared: &[Declared]) -> Vec<&'static str> {
+    let named: Vec<&str> = params
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case(HEADER))
+        .flat_map(|(_, v)| match v {
+            Value::Array(items) => items.iter().filter_map(Value::as_str).collect::<Vec<_>>(),
+            Value::String(s) => s.split(',').collect(),
+            _ => Vec::new(),
+        })
+        .map(str::trim)
+        .collect();
+    pick(named.iter().copied(), declared)
 }
 
 #[cfg(test)]
@@ -118,6 +144,27 @@ mod tests {
         let mut out = HeaderMap::new();
         none.echo(&mut out);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn service_parameters_activate_declared_extensions() {
+        let params: Map<String, Value> = serde_json::from_value(serde_json::json!({
+            "A2A-Extensions": "https://unknown.example/e, https://x.example/ext/a/v1",
+        }))
+        .unwrap();
+        assert_eq!(
+            from_parameters(&params, &[OPTIONAL, REQUIRED]),
+            [OPTIONAL.uri]
+        );
+        let listed: Map<String, Value> = serde_json::from_value(serde_json::json!({
+            "a2a-extensions": [REQUIRED.uri],
+        }))
+        .unwrap();
+        assert_eq!(
+            from_parameters(&listed, &[OPTIONAL, REQUIRED]),
+            [REQUIRED.uri]
+        );
+        assert!(from_parameters(&Map::new(), &[OPTIONAL]).is_empty());
     }
 
     #[test]

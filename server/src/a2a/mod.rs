@@ -42,6 +42,24 @@ impl Version {
     }
 }
 
+/// How a request reached the task service: the protocol version it speaks and the
+/// extensions it activated.
+#[derive(Debug, Clone, Copy)]
+pub struct Via<'a> {
+    pub version: Version,
+    pub extensions: &'a [&'static str],
+}
+
+impl Via<'static> {
+    /// A request that activated no extension.
+    pub fn plain(version: Version) -> Via<'static> {
+        Via {
+            version,
+            extensions: &[],
+        }
+    }
+}
+
 /// An A2A error, independent of the binding that reports it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum A2aError {
@@ -73,6 +91,9 @@ pub enum A2aError {
     Unauthenticated(String),
     #[error("{0}")]
     PermissionDenied(String),
+    /// An A202 object was refused; the A202 code travels in the ErrorInfo metadata.
+    #[error("{0}")]
+    Commerce(crate::commerce::Refusal),
     #[error("this stream fell {0} events behind the task; subscribe again")]
     StreamLagged(u64),
     #[error("internal error")]
@@ -91,7 +112,7 @@ impl A2aError {
             A2aError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
             A2aError::ExtensionSupportRequired(_) => "EXTENSION_SUPPORT_REQUIRED",
             A2aError::InvalidRequest(_) => "INVALID_REQUEST",
-            A2aError::InvalidParams(_) => "INVALID_PARAMS",
+            A2aError::InvalidParams(_) | A2aError::Commerce(_) => "INVALID_PARAMS",
             A2aError::MethodNotFound(_) => "METHOD_NOT_FOUND",
             A2aError::Unauthenticated(_) => "UNAUTHENTICATED",
             A2aError::PermissionDenied(_) => "PERMISSION_DENIED",
@@ -115,7 +136,8 @@ impl A2aError {
             }
             A2aError::ContentTypeNotSupported(_)
             | A2aError::InvalidRequest(_)
-            | A2aError::InvalidParams(_) => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
+            | A2aError::InvalidParams(_)
+            | A2aError::Commerce(_) => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
             A2aError::MethodNotFound(_) => (StatusCode::NOT_FOUND, "UNIMPLEMENTED"),
             A2aError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
             A2aError::PermissionDenied(_) => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
@@ -137,7 +159,7 @@ impl A2aError {
             A2aError::VersionNotSupported(_) => -32009,
             A2aError::InvalidRequest(_) => -32600,
             A2aError::MethodNotFound(_) => -32601,
-            A2aError::InvalidParams(_) => -32602,
+            A2aError::InvalidParams(_) | A2aError::Commerce(_) => -32602,
             // Implementation-defined server errors: A2A assigns these no code.
             A2aError::Unauthenticated(_) | A2aError::PermissionDenied(_) => -32000,
             A2aError::StreamLagged(_) | A2aError::Internal => -32603,
@@ -146,11 +168,22 @@ impl A2aError {
 
     /// The google.rpc.ErrorInfo detail.
     pub fn error_info(&self) -> Value {
-        json!({
+        let mut info = json!({
             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
             "reason": self.reason(),
             "domain": "a2a-protocol.org",
-        })
+        });
+        if let A2aError::Commerce(refusal) = self {
+            let mut metadata = json!({
+                "extension": crate::commerce::URI,
+                "a202_code": refusal.code().unwrap_or("kernel_validation"),
+            });
+            if let crate::commerce::Refusal::SequenceConflict { current, .. } = refusal {
+                metadata["current_sequence"] = json!(current.to_string());
+            }
+            info["metadata"] = metadata;
+        }
+        info
     }
 
     /// The REST body: google.rpc.Status.
@@ -162,6 +195,21 @@ impl A2aError {
             "message": self.to_string(),
             "details": [self.error_info()],
         }})
+    }
+}
+
+impl From<crate::commerce::Refusal> for A2aError {
+    fn from(r: crate::commerce::Refusal) -> A2aError {
+        A2aError::Commerce(r)
+    }
+}
+
+impl From<crate::commerce::Error> for A2aError {
+    fn from(e: crate::commerce::Error) -> A2aError {
+        match e {
+            crate::commerce::Error::Refused(r) => A2aError::Commerce(r),
+            crate::commerce::Error::Store(e) => A2aError::from(e),
+        }
     }
 }
 

@@ -15,9 +15,10 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::{A2aError, Version};
+use super::{A2aError, Version, Via};
 use crate::auth::{Principal, Scope};
 use crate::clock;
+use crate::commerce::{self, Carrier, Commerce, Receipt};
 use crate::executor::{self, Executor, Script, Step};
 use crate::push::{Push, Target};
 use crate::sessions::{Command, Sessions, SpecRequest, TaskEvent, TaskRun};
@@ -39,6 +40,7 @@ struct Inner {
     sessions: Sessions,
     executor: Executor,
     push: Push,
+    commerce: Commerce,
     /// Tasks still running in this process: their latest snapshot, and cancel requests.
     live: Mutex<HashMap<String, Live>>,
 }
@@ -149,16 +151,28 @@ pub struct ListPage {
 }
 
 impl TaskService {
-    pub fn new(store: Store, sessions: Sessions, executor: Executor, push: Push) -> TaskService {
+    pub fn new(
+        store: Store,
+        sessions: Sessions,
+        executor: Executor,
+        push: Push,
+        commerce: Commerce,
+    ) -> TaskService {
         TaskService {
             inner: Arc::new(Inner {
                 store,
                 sessions,
                 executor,
                 push,
+                commerce,
                 live: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// The A202 extension messages may carry objects for.
+    pub fn commerce(&self) -> &Commerce {
+        &self.inner.commerce
     }
 
     pub fn live_count(&self) -> usize {
@@ -206,10 +220,10 @@ impl TaskService {
         &self,
         who: &Principal,
         req: SendMessageRequest,
-        version: Version,
+        via: Via<'_>,
     ) -> Result<Sent, A2aError> {
         let config = req.configuration.clone().unwrap_or_default();
-        let feed = match self.start(who, req, false, version).await? {
+        let feed = match self.start(who, req, false, via).await? {
             Started::Feed(feed) => feed,
             Started::Message(m) => return Ok(Sent::Message(m)),
         };
@@ -228,9 +242,9 @@ impl TaskService {
         &self,
         who: &Principal,
         req: SendMessageRequest,
-        version: Version,
+        via: Via<'_>,
     ) -> Result<TaskStream, A2aError> {
-        match self.start(who, req, true, version).await? {
+        match self.start(who, req, true, via).await? {
             Started::Feed(feed) => {
                 let (first, events) = feed.subscribe();
                 Ok(TaskStream { first, events })
@@ -261,13 +275,15 @@ impl TaskService {
     }
 
     /// Validates the message (and its inline push config) and starts its task with the
-    /// configured executor.
+    /// configured executor. A202 objects in it are verified first and appended to their
+    /// streams only once the rest of the message is known to be acceptable; a message that
+    /// carries objects and no command is answered by a completed receipt task.
     async fn start(
         &self,
         who: &Principal,
         req: SendMessageRequest,
         streaming: bool,
-        version: Version,
+        via: Via<'_>,
     ) -> Result<Started, A2aError> {
         require(who, Scope::Control)?;
         let message = req.message;
@@ -276,6 +292,10 @@ impl TaskService {
                 "the message role must be ROLE_USER".into(),
             ));
         }
+        let objects = self
+            .inner
+            .commerce
+            .inbound(&message, via.extensions.contains(&commerce::URI))?;
         let task_id = message
             .task_id
             .clone()
@@ -284,9 +304,31 @@ impl TaskService {
             .configuration
             .and_then(|c| c.task_push_notification_config)
         {
-            Some(config) => Some(self.inner.push.prepare(&task_id, config, version).await?),
+            Some(config) => Some(
+                self.inner
+                    .push
+                    .prepare(&task_id, config, via.version)
+                    .await?,
+            ),
             None => None,
         };
+        if let Some(objects) = objects {
+            if message.task_id.is_some() {
+                return Err(A2aError::InvalidParams(
+                    "A202 objects start a task of their own: send them without a taskId".into(),
+                ));
+            }
+            return match (self.inner.executor, carries_command(&message)) {
+                (_, false) => self.start_receipt(message, task_id, push, objects).await,
+                (Executor::Shell, true) => self
+                    .start_shell(who, message, task_id, push, objects)
+                    .await
+                    .map(Started::Feed),
+                (Executor::Conformance, true) => Err(A2aError::UnsupportedOperation(
+                    "the conformance executor takes A202 objects only in a message without a command".into(),
+                )),
+            };
+        }
         match self.inner.executor {
             Executor::Conformance => {
                 self.start_scripted(who, message, task_id, push, streaming)
@@ -296,10 +338,63 @@ impl TaskService {
                 self.answer(who, message, push).await.map(Started::Feed)
             }
             Executor::Shell => self
-                .start_shell(who, message, task_id, push)
+                .start_shell(who, message, task_id, push, Vec::new())
                 .await
                 .map(Started::Feed),
         }
+    }
+
+    /// Appends a message's A202 objects (the carrier is A2A) and returns their receipts.
+    async fn receive(
+        &self,
+        objects: Vec<commerce::object::Verified>,
+    ) -> Result<Vec<Receipt>, A2aError> {
+        if objects.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.inner.commerce.append(objects, Carrier::A2a).await?)
+    }
+
+    /// A message that only carries A202 objects: they are appended and the task that
+    /// carried them completes with their receipts as its artifact.
+    async fn start_receipt(
+        &self,
+        mut message: Message,
+        task_id: String,
+        push: Option<Target>,
+        objects: Vec<commerce::object::Verified>,
+    ) -> Result<Started, A2aError> {
+        let receipts = self.receive(objects).await?;
+        let context_id = bind(&mut message, &task_id);
+        let mut part = Part::text(String::new());
+        part.content = Content::Data(json!({ "receipts": receipts }));
+        part.media_type = Some("application/json".into());
+        let task = Task {
+            id: task_id,
+            context_id,
+            status: status(
+                TaskState::Completed,
+                Some(format!("received {} A202 object(s)", receipts.len())),
+                None,
+            ),
+            artifacts: Some(vec![Artifact {
+                artifact_id: "a202-receipt".into(),
+                name: Some("A202 receipt".into()),
+                description: Some("Where each A202 object the message carried now stands in its transaction stream.".into()),
+                parts: vec![part],
+                metadata: None,
+            }]),
+            history: vec![message],
+            metadata: Some(receipt_metadata(&receipts)),
+        };
+        let service = self.clone();
+        let id = task.id.clone();
+        let feed = self
+            .launch(&task, push, move |_, _| async move {
+                service.inner.live.lock().unwrap().remove(&id);
+            })
+            .await?;
+        Ok(Started::Feed(feed))
     }
 
     /// Stores a push config and, while its task runs here, delivers the task's next events
@@ -422,12 +517,7 @@ impl TaskService {
                     Script::Message(text) => vec![Step::Status(TaskState::Completed, Some(text))],
                     Script::Task(steps) => steps,
                 };
-                let context_id = message
-                    .context_id
-                    .clone()
-                    .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-                message.task_id = Some(task_id.clone());
-                message.context_id = Some(context_id.clone());
+                let context_id = bind(&mut message, &task_id);
                 let task = Task {
                     id: task_id,
                     context_id,
@@ -531,6 +621,7 @@ impl TaskService {
         mut message: Message,
         task_id: String,
         push: Option<Target>,
+        objects: Vec<commerce::object::Verified>,
     ) -> Result<Arc<Feed>, A2aError> {
         let line = command_line(&message)?;
         let handle = match &message.context_id {
@@ -566,6 +657,7 @@ impl TaskService {
                 handle.id
             )));
         }
+        let receipts = self.receive(objects).await?;
         message.task_id = Some(task_id.clone());
         message.context_id = Some(handle.id.clone());
         let task = Task {
@@ -574,7 +666,7 @@ impl TaskService {
             status: status(TaskState::Submitted, None, None),
             artifacts: Some(Vec::new()),
             history: vec![message],
-            metadata: None,
+            metadata: (!receipts.is_empty()).then(|| receipt_metadata(&receipts)),
         };
         let (events, events_rx) = mpsc::unbounded_channel();
         let service = self.clone();
@@ -946,11 +1038,43 @@ fn output_artifact(output: &[u8], cut: bool) -> Artifact {
     }
 }
 
+/// Binds a message that starts a task without a session to it: the task id, and its
+/// context (the message's own, else a new one), which is returned.
+fn bind(message: &mut Message, task_id: &str) -> String {
+    let context_id = message
+        .context_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    message.task_id = Some(task_id.to_owned());
+    message.context_id = Some(context_id.clone());
+    context_id
+}
+
+/// The first data part that is not an A202 object's reader view.
+fn command_data(message: &Message) -> Option<&Value> {
+    message.parts.iter().find_map(|p| match &p.content {
+        Content::Data(d) if p.media_type.as_deref() != Some(commerce::MEDIA_TYPE) => Some(d),
+        _ => None,
+    })
+}
+
+/// Whether a message asks for a command: non-empty text, or a data part.
+fn carries_command(message: &Message) -> bool {
+    command_data(message).is_some() || !message.text().trim().is_empty()
+}
+
+/// A task's metadata for the A202 objects its message carried.
+fn receipt_metadata(receipts: &[Receipt]) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(commerce::URI.into(), json!({ "receipts": receipts }));
+    m
+}
+
 /// The command line a message asks for: a data part `{argv, cwd, env, timeout_secs}`, or
 /// its text parts as one line.
 fn command_line(message: &Message) -> Result<String, A2aError> {
     let invalid = |m: &str| Err(A2aError::InvalidParams(m.into()));
-    if let Some(data) = message.data() {
+    if let Some(data) = command_data(message) {
         let Some(argv) = data.get("argv").and_then(Value::as_array) else {
             return invalid("a data part must carry argv (an array of strings)");
         };

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::service::Sent;
 use crate::a2a::service::{TaskService, TaskStream};
-use crate::a2a::{A2aError, Version, extensions, v03};
+use crate::a2a::{A2aError, Version, Via, extensions, v03};
 use crate::auth;
 use crate::auth::Principal;
 use crate::card;
@@ -33,11 +33,12 @@ pub async fn endpoint(
         Err(e) => return reply(StatusCode::OK, &parse_error(&e.to_string())),
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
-    let activation = match extensions::activate(&headers, &card::EXTENSIONS) {
+    let activation = match extensions::activate(&headers, &card::extensions(state.tasks.commerce()))
+    {
         Ok(a) => a,
         Err(e) => return reply(StatusCode::OK, &error_object(&id, &e)),
     };
-    let mut resp = match handle(&state, &headers, uri.query(), request).await {
+    let mut resp = match handle(&state, &headers, uri.query(), request, &activation.uris).await {
         Ok(Reply::Value(result)) => reply(
             StatusCode::OK,
             &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
@@ -89,6 +90,7 @@ async fn handle(
     headers: &HeaderMap,
     query: Option<&str>,
     request: Value,
+    extensions: &[&'static str],
 ) -> Result<Reply, A2aError> {
     if request.is_array() {
         return Err(A2aError::InvalidRequest(
@@ -129,9 +131,9 @@ async fn handle(
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
     let params = request.get("params").cloned().unwrap_or(json!({}));
     if legacy {
-        return v03_method(state, &who, method, params).await;
+        return v03_method(state, &who, method, params, extensions).await;
     }
-    call(&state.tasks, &who, method, params).await
+    call(&state.tasks, &who, method, params, extensions).await
 }
 
 /// An A2A 1.0 method on the task service: the JSON-RPC binding's and the STDIO binding's.
@@ -140,16 +142,17 @@ pub async fn call(
     who: &Principal,
     method: &str,
     params: Value,
+    extensions: &[&'static str],
 ) -> Result<Reply, A2aError> {
     let who = who.clone();
+    let via = Via {
+        version: Version::V1,
+        extensions,
+    };
     Ok(Reply::Value(match method {
         "SendMessage" => json!(
             tasks
-                .send(
-                    &who,
-                    parse::<SendMessageRequest>(method, params)?,
-                    Version::V1
-                )
+                .send(&who, parse::<SendMessageRequest>(method, params)?, via)
                 .await?
         ),
         "GetTask" => {
@@ -174,7 +177,7 @@ pub async fn call(
         "SendStreamingMessage" => {
             let req = parse::<SendMessageRequest>(method, params)?;
             return Ok(Reply::Stream(
-                Box::new(tasks.send_stream(&who, req, Version::V1).await?),
+                Box::new(tasks.send_stream(&who, req, via).await?),
                 Version::V1,
             ));
         }
@@ -230,19 +233,21 @@ async fn v03_method(
     who: &Principal,
     method: &str,
     params: Value,
+    extensions: &[&'static str],
 ) -> Result<Reply, A2aError> {
     let tasks = &state.tasks;
+    let via = Via {
+        version: Version::V03,
+        extensions,
+    };
     Ok(Reply::Value(match method {
-        "message/send" => match tasks
-            .send(who, v03::send_params(&params)?, Version::V03)
-            .await?
-        {
+        "message/send" => match tasks.send(who, v03::send_params(&params)?, via).await? {
             Sent::Task(t) => v03::task(&t),
             Sent::Message(m) => v03::message(&m),
         },
         "message/stream" => {
             let stream = tasks
-                .send_stream(who, v03::send_params(&params)?, Version::V03)
+                .send_stream(who, v03::send_params(&params)?, via)
                 .await?;
             return Ok(Reply::Stream(Box::new(stream), Version::V03));
         }

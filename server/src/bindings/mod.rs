@@ -1,5 +1,6 @@
 //! Thin adapters between transports and the session core.
 
+pub mod a202;
 pub mod jsonrpc;
 pub mod proto;
 pub mod pty_ws;

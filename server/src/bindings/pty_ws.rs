@@ -24,10 +24,11 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use crate::a2a::service::TaskStream;
-use crate::a2a::{A2aError, Version};
+use crate::a2a::{A2aError, Version, Via, extensions};
 
 use crate::audit;
 use crate::auth::{self, Principal, Scope};
+use crate::card;
 use crate::clock;
 use crate::http::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
 use crate::limits::SessionSlot;
@@ -934,10 +935,18 @@ struct TaskContext {
 impl TaskContext {
     async fn run(self, op: TaskOp) {
         let tasks = &self.state.tasks;
+        let extensions = extensions::from_parameters(
+            &self.service_parameters,
+            &card::extensions(tasks.commerce()),
+        );
+        let via = Via {
+            version: Version::V1,
+            extensions: &extensions,
+        };
         let answer = match op {
             TaskOp::SendMessage(mut req) => match self.bind(&mut req.message) {
                 Ok(()) => tasks
-                    .send(&self.principal, *req, Version::V1)
+                    .send(&self.principal, *req, via)
                     .await
                     .map(|sent| ("SendMessage.Response", json!(sent))),
                 Err(e) => Err(e),
@@ -966,7 +975,7 @@ impl TaskContext {
             }
             TaskOp::SendStreamingMessage(mut req) => {
                 let started = match self.bind(&mut req.message) {
-                    Ok(()) => tasks.send_stream(&self.principal, *req, Version::V1).await,
+                    Ok(()) => tasks.send_stream(&self.principal, *req, via).await,
                     Err(e) => Err(e),
                 };
                 return self.follow(started, "SendStreamingMessage.Accepted").await;
@@ -1105,7 +1114,9 @@ fn a2a_error_frame(request_id: &str, e: &A2aError) -> String {
     let code = match e {
         A2aError::TaskNotFound(_) | A2aError::PushConfigNotFound { .. } => ErrorCode::TaskNotFound,
         A2aError::TaskNotCancelable(_) => ErrorCode::TaskNotCancelable,
-        A2aError::InvalidRequest(_) | A2aError::InvalidParams(_) => ErrorCode::InvalidRequest,
+        A2aError::InvalidRequest(_) | A2aError::InvalidParams(_) | A2aError::Commerce(_) => {
+            ErrorCode::InvalidRequest
+        }
         A2aError::Unauthenticated(_) => ErrorCode::Unauthenticated,
         A2aError::PermissionDenied(_) => ErrorCode::PermissionDenied,
         A2aError::StreamLagged(_) | A2aError::Internal => ErrorCode::Internal,

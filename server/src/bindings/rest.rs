@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::service::Sent;
 use crate::a2a::service::TaskStream;
-use crate::a2a::{A2aError, Version, extensions, v03};
+use crate::a2a::{A2aError, Version, Via, extensions, v03};
 use crate::auth::{self, Principal};
 use crate::card;
 use crate::http::{AppState, header_bearer};
@@ -28,12 +28,15 @@ const A2A_JSON: &str = "application/a2a+json";
 const JSON: &str = "application/json";
 
 /// The 1.0 routes at the base, and the same operations in 0.3 shapes under `/v1`.
-pub fn routes() -> Router<AppState> {
-    let v03 = operations()
-        .route("/card", get(extended_card))
-        .route_layer(middleware::from_fn_with_state(Version::V03, negotiate));
+pub fn routes(state: &AppState) -> Router<AppState> {
+    let v03 = operations().route("/card", get(extended_card)).route_layer(
+        middleware::from_fn_with_state((Version::V03, state.clone()), negotiate),
+    );
     operations()
-        .route_layer(middleware::from_fn_with_state(Version::V1, negotiate))
+        .route_layer(middleware::from_fn_with_state(
+            (Version::V1, state.clone()),
+            negotiate,
+        ))
         .nest("/v1", v03)
 }
 
@@ -62,9 +65,22 @@ struct Media {
     version: Version,
 }
 
+impl Media {
+    fn via(self, activation: &extensions::Activation) -> Via<'_> {
+        Via {
+            version: self.version,
+            extensions: &activation.uris,
+        }
+    }
+}
+
 /// Checks `A2A-Version` (1.0 routes need 1.x; missing means 0.3) and the request's
 /// content type, then stamps the response with the caller's media type and `Vary`.
-async fn negotiate(State(version): State<Version>, mut req: Request, next: Next) -> Response {
+async fn negotiate(
+    State((version, state)): State<(Version, AppState)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let headers = req.headers();
     let media = Media {
         content_type: pick_media(headers),
@@ -97,12 +113,13 @@ async fn negotiate(State(version): State<Version>, mut req: Request, next: Next)
     };
     let activated = match refusal {
         Some(e) => Err(e),
-        None => extensions::activate(headers, &card::EXTENSIONS),
+        None => extensions::activate(headers, &card::extensions(state.tasks.commerce())),
     };
     let mut resp = match activated {
         Err(e) => error_response(&e, media),
         Ok(activation) => {
             req.extensions_mut().insert(media);
+            req.extensions_mut().insert(activation.clone());
             let mut resp = next.run(req).await;
             activation.echo(resp.headers_mut());
             resp
@@ -239,6 +256,7 @@ fn json_value<T: serde::Serialize>(v: &T) -> Value {
 async fn send_message(
     State(state): State<AppState>,
     axum::Extension(media): axum::Extension<Media>,
+    axum::Extension(activation): axum::Extension<extensions::Activation>,
     headers: HeaderMap,
     uri: axum::http::Uri,
     body: Bytes,
@@ -248,7 +266,7 @@ async fn send_message(
         Ok::<_, A2aError>(
             match (
                 media.version,
-                state.tasks.send(&who, req, media.version).await?,
+                state.tasks.send(&who, req, media.via(&activation)).await?,
             ) {
                 (Version::V1, sent) => json_value(&sent),
                 (Version::V03, Sent::Task(t)) => json!({ "task": v03::rest::task(&t) }),
@@ -395,13 +413,17 @@ fn sse(media: Media, stream: TaskStream) -> Response {
 async fn stream_message(
     State(state): State<AppState>,
     axum::Extension(media): axum::Extension<Media>,
+    axum::Extension(activation): axum::Extension<extensions::Activation>,
     headers: HeaderMap,
     uri: axum::http::Uri,
     body: Bytes,
 ) -> Response {
     let started = async {
         let (who, req) = sender(&state, media, &headers, uri.query(), &body).await?;
-        state.tasks.send_stream(&who, req, media.version).await
+        state
+            .tasks
+            .send_stream(&who, req, media.via(&activation))
+            .await
     }
     .await;
     streamed(media, started)

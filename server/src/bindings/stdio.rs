@@ -314,6 +314,7 @@ fn while_open(streams: &Streams, key: &str, send: impl FnOnce()) -> bool {
 pub async fn serve<R, W>(
     tasks: TaskService,
     session_id: String,
+    extensions: Vec<&'static str>,
     max_body: usize,
     input: R,
     mut output: W,
@@ -346,8 +347,10 @@ where
     }));
     let mut reader = FrameReader::new(input, max_body);
     let code = match handshake(&mut reader, &session_id).await {
-        Ok(VARIANT_PROTO) => session_proto(&mut reader, &out, &tasks, &session_id).await,
-        Ok(_) => session(&mut reader, &out, &tasks, &session_id).await,
+        Ok(VARIANT_PROTO) => {
+            session_proto(&mut reader, &out, &tasks, &session_id, extensions.into()).await
+        }
+        Ok(_) => session(&mut reader, &out, &tasks, &session_id, extensions.into()).await,
         Err(code) => code,
     };
     drop(out);
@@ -393,6 +396,7 @@ async fn session<R: AsyncRead + Unpin>(
     out: &Out,
     tasks: &TaskService,
     session_id: &str,
+    extensions: Arc<[&'static str]>,
 ) -> u8 {
     let who = parent(session_id);
     let streams: Streams = Arc::default();
@@ -450,14 +454,19 @@ async fn session<R: AsyncRead + Unpin>(
             continue;
         }
         let params = msg.get("params").cloned().unwrap_or(json!({}));
-        let (method, out, tasks, who) =
-            (method.to_owned(), out.clone(), tasks.clone(), who.clone());
+        let (method, out, tasks, who, extensions) = (
+            method.to_owned(),
+            out.clone(),
+            tasks.clone(),
+            who.clone(),
+            extensions.clone(),
+        );
         let streams_for_task = streams.clone();
         if streaming {
             streams.lock().unwrap().insert(key.clone(), None);
         }
         let handle = running.spawn(async move {
-            match jsonrpc::call(&tasks, &who, &method, params).await {
+            match jsonrpc::call(&tasks, &who, &method, params, &extensions).await {
                 Ok(Reply::Value(v)) => out.result(&id, v),
                 Ok(Reply::Stream(stream, version)) => {
                     let shape = |e: StreamResponse| {
@@ -560,6 +569,7 @@ async fn session_proto<R: AsyncRead + Unpin>(
     out: &Out,
     tasks: &TaskService,
     session_id: &str,
+    extensions: Arc<[&'static str]>,
 ) -> u8 {
     let who = parent(session_id);
     let streams: Streams = Arc::default();
@@ -618,8 +628,13 @@ async fn session_proto<R: AsyncRead + Unpin>(
             );
             continue;
         }
-        let (out, tasks, who, streams_for_task) =
-            (out.clone(), tasks.clone(), who.clone(), streams.clone());
+        let (out, tasks, who, streams_for_task, extensions) = (
+            out.clone(),
+            tasks.clone(),
+            who.clone(),
+            streams.clone(),
+            extensions.clone(),
+        );
         let task_id = id.clone();
         if streaming {
             streams.lock().unwrap().insert(id.clone(), None);
@@ -630,7 +645,7 @@ async fn session_proto<R: AsyncRead + Unpin>(
                 stamp(&mut v, &out.mark);
                 proto::encode(type_name, &v)
             };
-            match jsonrpc::call(&tasks, &who, &method, params).await {
+            match jsonrpc::call(&tasks, &who, &method, params, &extensions).await {
                 Ok(Reply::Value(v)) => match encode(v, answer_type) {
                     Ok(bytes) => out.proto("response", &id, &bytes),
                     Err(e) => out.proto_error(&id, &A2aError::from(anyhow::anyhow!(e))),

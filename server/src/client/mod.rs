@@ -2,6 +2,7 @@
 //! policy, and speaks HTTP+JSON and JSON-RPC in both versions. Answers come back in the
 //! one normalized model's 1.0 JSON, whatever version was spoken.
 
+pub mod a202;
 pub mod attach;
 pub mod stdio;
 pub mod watch;
@@ -273,6 +274,27 @@ impl Connection {
         rest: (reqwest::Method, String),
         params: Value,
     ) -> Result<Value, ClientError> {
+        self.exchange(methods, rest, params).await.map(|(v, _)| v)
+    }
+
+    /// A unary call, and the extensions its answer says were activated (the echo in
+    /// `A2A-Extensions` or, from 0.3 servers, `X-A2A-Extensions`).
+    async fn exchange(
+        &self,
+        methods: (&str, &str),
+        rest: (reqwest::Method, String),
+        params: Value,
+    ) -> Result<(Value, Vec<String>), ClientError> {
+        let echoed = |resp: &reqwest::Response| -> Vec<String> {
+            ["a2a-extensions", "x-a2a-extensions"]
+                .iter()
+                .flat_map(|name| resp.headers().get_all(*name))
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .map(|u| u.trim().to_owned())
+                .filter(|u| !u.is_empty())
+                .collect()
+        };
         match self.iface.binding {
             Binding::JsonRpc => {
                 let method = match self.iface.version {
@@ -286,7 +308,8 @@ impl Connection {
                     .body(body.to_string())
                     .send()
                     .await?;
-                rpc_result(json_body(resp).await?.1)
+                let echo = echoed(&resp);
+                Ok((rpc_result(json_body(resp).await?.1)?, echo))
             }
             Binding::HttpJson => {
                 let (method, path) = rest;
@@ -296,11 +319,13 @@ impl Connection {
                         .header(reqwest::header::CONTENT_TYPE, self.content_type())
                         .body(params.to_string());
                 }
-                let (status, body) = json_body(req.send().await?).await?;
+                let resp = req.send().await?;
+                let echo = echoed(&resp);
+                let (status, body) = json_body(resp).await?;
                 if status >= 300 {
                     return Err(status_error(status, &body));
                 }
-                Ok(body)
+                Ok((body, echo))
             }
         }
     }
@@ -335,15 +360,26 @@ impl Connection {
         message: &app::a2a::Message,
         return_immediately: bool,
     ) -> Result<Value, ClientError> {
+        self.send_echoed(message, return_immediately)
+            .await
+            .map(|(v, _)| v)
+    }
+
+    /// SendMessage, and the extensions the agent echoed as activated.
+    pub async fn send_echoed(
+        &self,
+        message: &app::a2a::Message,
+        return_immediately: bool,
+    ) -> Result<(Value, Vec<String>), ClientError> {
         let params = self.send_params(message, return_immediately);
-        let v = self
-            .unary(
+        let (v, echo) = self
+            .exchange(
                 ("SendMessage", "message/send"),
                 (reqwest::Method::POST, "/message:send".into()),
                 params,
             )
             .await?;
-        self.normalize(v, true)
+        Ok((self.normalize(v, true)?, echo))
     }
 
     pub async fn get(&self, id: &str, history_length: Option<u32>) -> Result<Value, ClientError> {

@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::a2a::service::TaskService;
 use crate::auth::{self, AuthError, Principal, Scope};
-use crate::bindings::{jsonrpc, pty_ws, rest};
+use crate::bindings::{a202, jsonrpc, pty_ws, rest};
 use crate::card;
 use crate::sessions::Sessions;
 use crate::store::Store;
@@ -39,6 +39,8 @@ pub struct AppInner {
     /// Plain ws:// upgrades are refused: the listen address is not loopback and the
     /// operator did not pass `--allow-insecure-ws`.
     pub refuse_plain_ws: bool,
+    /// Served over plain HTTP on a non-loopback address (A202 objects are refused then).
+    pub plain_off_loopback: bool,
     /// Origins (`scheme://host:port`) whose browser pages may attach.
     pub allowed_origins: Vec<String>,
     pub heartbeat_interval: Duration,
@@ -107,7 +109,7 @@ pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
         .route("/sessions/{sid}/attach", get(pty_ws::attach))
         .route("/jsonrpc", axum::routing::post(jsonrpc::endpoint))
         .route("/jsonrpc/", axum::routing::post(jsonrpc::endpoint))
-        .merge(rest::routes());
+        .merge(rest::routes(&state));
     let instance = api
         .clone()
         .route("/.well-known/agent-card.json", get(card::superset))
@@ -130,6 +132,13 @@ pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/.well-known/agent-card.json", get(card::pure))
+        .route("/.well-known/a202-capability.json", get(a202::preflight))
+        .route(
+            "/a202/objects",
+            axum::routing::post(a202::submit)
+                .layer(axum::extract::DefaultBodyLimit::max(a202::MAX_OBJECT_BYTES)),
+        )
+        .route("/a202/transactions/{id}", get(a202::transaction))
         .nest("/agents/{instance_id}", instance)
         .merge(root_api)
         .with_state(state)

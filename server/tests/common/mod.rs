@@ -166,6 +166,14 @@ impl TestServer {
         child.kill().await.unwrap();
     }
 
+    /// SIGKILL, then a new server on the same data dir with `args`.
+    pub async fn crash_and_restart(&mut self, args: &[&str]) {
+        self.kill().await;
+        let mut next = TestServer::start_in(&self.dir, args).await;
+        self.child = next.child.take();
+        self.addr = next.addr.clone();
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
     }

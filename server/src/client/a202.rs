@@ -1,0 +1,338 @@
+//! `ptyhost a202 check|send`: the A202 capability check against a counterparty's AgentCard
+//! or preflight document, and the submission of one object over A2A or plain HTTPS — only
+//! after the check passed, only to an HTTPS endpoint (plain HTTP only on loopback), and
+//! with an absent activation echo counted as a refusal.
+
+use anyhow::{Context, Result};
+use app::a2a::{Content, Message, Part, Role};
+use serde_json::{Value, json};
+
+use super::{ClientError, Policy, candidates, fetch_card, interfaces, with_policy};
+use crate::commerce::capability::{self, Supported, Unsupported, Versions};
+use crate::commerce::seal::{Signer, seal};
+use crate::commerce::{self, Refusal, object};
+use crate::config::{A202Args, A202Carrier, A202Op};
+
+/// What the command reports: passed, or refused with an A202 code.
+enum Outcome {
+    Done(Value),
+    Refused { code: &'static str, message: String },
+}
+
+impl From<Refusal> for Outcome {
+    fn from(r: Refusal) -> Outcome {
+        Outcome::Refused {
+            code: r.code().unwrap_or("kernel_validation"),
+            message: r.to_string(),
+        }
+    }
+}
+
+/// Runs the command; the exit code is 0 when it passed and 1 when it was refused.
+pub async fn run(args: A202Args) -> Result<u8> {
+    let local = args.versions.local()?;
+    let (url, file) = match args.op {
+        A202Op::Check { url } => (url, None),
+        A202Op::Send { url, file } => (url, Some(file)),
+        A202Op::Keygen {
+            key_id,
+            algorithm,
+            organization,
+            agent,
+            mandate,
+            out,
+        } => {
+            let (signer, pkcs8) = Signer::generate(&key_id, algorithm.algorithm())?;
+            let created_by = json!({ "organization_id": organization, "agent_id": agent, "mandate_id": mandate });
+            let record = signer.key_record(&created_by, &crate::clock::now_rfc3339());
+            let key_path = out.join(format!("{key_id}.pk8"));
+            write_private(&key_path, &pkcs8)?;
+            let record_path = out.join(format!("{key_id}.key-record.json"));
+            std::fs::write(&record_path, serde_json::to_vec_pretty(&record)?)?;
+            println!("{}\n{}", key_path.display(), record_path.display());
+            return Ok(0);
+        }
+        A202Op::Seal {
+            file,
+            key,
+            key_id,
+            algorithm,
+            purpose,
+        } => {
+            let pkcs8 =
+                std::fs::read(&key).with_context(|| format!("reading {}", key.display()))?;
+            let signer = Signer::from_pkcs8(&key_id, algorithm.algorithm(), &pkcs8)?;
+            let mut object = read_object(&file)?;
+            let bytes = seal(
+                &mut object,
+                &[(&signer, &purpose)],
+                &crate::clock::now_rfc3339(),
+            )?;
+            std::io::Write::write_all(&mut std::io::stdout(), &bytes)?;
+            return Ok(0);
+        }
+    };
+    let outcome = if insecure(&url)? {
+        Outcome::from(Refusal::EndpointInsecure)
+    } else {
+        // Every request activates the extension (a card or preflight GET ignores it).
+        let mut activation = reqwest::header::HeaderMap::new();
+        for name in ["a2a-extensions", "x-a2a-extensions", commerce::HTTP_HEADER] {
+            activation.insert(
+                name,
+                reqwest::header::HeaderValue::from_static(commerce::URI),
+            );
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(activation)
+            .build()?;
+        let object = file.as_deref().map(read_object).transpose()?;
+        let to = Counterparty {
+            http: &http,
+            token: args.token.as_deref(),
+            carrier: args.carrier,
+            url: &url,
+        };
+        to.exchange(&local, object).await
+    };
+    Ok(report(outcome, args.json))
+}
+
+fn read_object(path: &str) -> Result<Value> {
+    let text = std::fs::read(path).with_context(|| format!("reading {path}"))?;
+    serde_json::from_slice(&text).with_context(|| format!("{path} is not JSON"))
+}
+
+/// Writes a private key readable by its owner only.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(bytes)?;
+    Ok(())
+}
+
+/// Plain HTTP anywhere but loopback (a card file is no endpoint).
+fn insecure(url: &str) -> Result<bool> {
+    if std::path::Path::new(url).is_file() {
+        return Ok(false);
+    }
+    let parsed = url::Url::parse(url).with_context(|| format!("{url} is not a URL"))?;
+    let loopback = match parsed.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    Ok(parsed.scheme() != "https" && !loopback)
+}
+
+/// Where a check or submission goes.
+struct Counterparty<'a> {
+    http: &'a reqwest::Client,
+    token: Option<&'a str>,
+    carrier: A202Carrier,
+    url: &'a str,
+}
+
+impl Counterparty<'_> {
+    /// The capability check, then (for `send`) the submission.
+    async fn exchange(&self, local: &Versions, object: Option<Value>) -> Outcome {
+        let surface = match self.carrier {
+            A202Carrier::A2a => fetch_card(self.http, self.url)
+                .await
+                .map_err(|e| e.to_string()),
+            A202Carrier::Https => self.fetch_json(&preflight_url(self.url)).await,
+        };
+        let supported = match capability::check(local, surface.as_ref().map_err(Clone::clone)) {
+            Ok(s) => s,
+            Err(_) => return Outcome::from(Refusal::ExtensionUnsupported),
+        };
+        let (Some(object), Ok(surface)) = (object, surface) else {
+            return Outcome::Done(checked(&supported));
+        };
+        let bytes = object::canonical(&object);
+        match self.carrier {
+            A202Carrier::A2a => self.over_a2a(&surface, &object, bytes).await,
+            A202Carrier::Https => self.over_https(bytes).await,
+        }
+    }
+
+    async fn fetch_json(&self, url: &str) -> Result<Value, String> {
+        let resp = self.http.get(url).send().await.map_err(|e| e.to_string())?;
+        if !resp.status().is_success() {
+            return Err(format!("{url} answered {}", resp.status()));
+        }
+        resp.json().await.map_err(|e| e.to_string())
+    }
+
+    /// One raw part with the object's canonical bytes and its transaction in the message's
+    /// extension payload; the agent must echo the activation.
+    async fn over_a2a(&self, card: &Value, object: &Value, bytes: Vec<u8>) -> Outcome {
+        let mut part = Part::text(String::new());
+        part.content = Content::Raw(bytes);
+        part.media_type = Some(commerce::MEDIA_TYPE.into());
+        let mut metadata = serde_json::Map::new();
+        metadata.insert(
+            commerce::URI.into(),
+            json!({ "transaction_id": object["transaction_id"] }),
+        );
+        let message = Message {
+            message_id: uuid::Uuid::now_v7().to_string(),
+            context_id: None,
+            task_id: None,
+            role: Role::User,
+            parts: vec![part],
+            metadata: Some(metadata),
+            extensions: vec![commerce::URI.into()],
+            reference_task_ids: Vec::new(),
+        };
+        let all = match interfaces(card) {
+            Ok(all) => all,
+            Err(e) => return failed(e),
+        };
+        let sent = with_policy(
+            self.http,
+            self.token,
+            &candidates(&all, Policy::Auto, None),
+            Policy::Auto,
+            true,
+            |c| {
+                let m = message.clone();
+                async move { c.send_echoed(&m, false).await }
+            },
+        )
+        .await;
+        match sent {
+            Ok((_, (answer, echo))) if echo.iter().any(|u| u == commerce::URI) => {
+                let task = &answer["task"];
+                Outcome::Done(json!({
+                    "outcome": "accepted",
+                    "task_id": task["id"],
+                    "state": task["status"]["state"],
+                    "receipts": task["metadata"][commerce::URI]["receipts"],
+                }))
+            }
+            Ok(_) => Outcome::from(Refusal::ExtensionUnsupported),
+            Err(e) => failed(e),
+        }
+    }
+
+    /// `POST {origin}/a202/objects`: 202 is the only acceptance.
+    async fn over_https(&self, bytes: Vec<u8>) -> Outcome {
+        let mut req = self
+            .http
+            .post(format!("{}/a202/objects", origin(self.url)))
+            .header(reqwest::header::CONTENT_TYPE, commerce::MEDIA_TYPE)
+            .body(bytes);
+        if let Some(token) = self.token {
+            req = req.bearer_auth(token);
+        }
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return failed(ClientError::Transport(e.to_string())),
+        };
+        let status = resp.status();
+        let echoed = resp
+            .headers()
+            .get(commerce::HTTP_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.split(',').any(|u| u.trim() == commerce::URI));
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        match (status.as_u16(), echoed) {
+            (202, true) => Outcome::Done(json!({ "outcome": "accepted", "status": 202 })),
+            (202, false) => Outcome::from(Refusal::ExtensionUnsupported),
+            (code, _) => Outcome::Refused {
+                code: match body["code"].as_str() {
+                    Some(c) => registered(c),
+                    None if code == 412 => Unsupported::CODE,
+                    None => "refused",
+                },
+                message: format!("{status}: {}", body["message"].as_str().unwrap_or_default()),
+            },
+        }
+    }
+}
+
+fn checked(s: &Supported) -> Value {
+    json!({
+        "outcome": "supported",
+        "uri": commerce::URI,
+        "required": s.required,
+        "read_versions": s.theirs.read_versions,
+        "write_version": s.theirs.write_version,
+    })
+}
+
+/// The preflight document's URL: the URL itself when it names a `.json`, else the
+/// well-known path at its origin.
+fn preflight_url(url: &str) -> String {
+    if url.ends_with(".json") {
+        url.to_owned()
+    } else {
+        format!("{}/.well-known/a202-capability.json", origin(url))
+    }
+}
+
+fn origin(url: &str) -> String {
+    url::Url::parse(url)
+        .map(|u| u.origin().ascii_serialization())
+        .unwrap_or_else(|_| url.trim_end_matches('/').to_owned())
+}
+
+/// A code the counterparty sent, as one of ours (anything else is reported as refused).
+fn registered(code: &str) -> &'static str {
+    [
+        Unsupported::CODE,
+        "A202-HASH-FORMAT-INVALID",
+        "A202-EVIDENCE-HASH-MISMATCH",
+        "A202-EVIDENCE-SIGNATURE-INVALID",
+        "A202-ANNOTATION-FORGED",
+        "A202-STREAM-MISMATCH",
+        "A202-SEQUENCE-CONFLICT",
+        "A202-ENDPOINT-INSECURE",
+    ]
+    .into_iter()
+    .find(|c| *c == code)
+    .unwrap_or("refused")
+}
+
+/// A carrier failure after the check: the A202 code an A2A error names, or the error.
+fn failed(e: ClientError) -> Outcome {
+    let message = e.to_string();
+    let code = message
+        .split(|c: char| c.is_whitespace() || c == ':')
+        .find(|w| w.starts_with("A202-"))
+        .map_or("refused", registered);
+    Outcome::Refused { code, message }
+}
+
+fn report(outcome: Outcome, json_out: bool) -> u8 {
+    match outcome {
+        Outcome::Done(v) => {
+            if json_out {
+                println!("{v}");
+            } else {
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            }
+            0
+        }
+        Outcome::Refused { code, message } => {
+            if json_out {
+                println!(
+                    "{}",
+                    json!({ "outcome": "refused", "code": code, "message": message })
+                );
+            } else {
+                println!("{code}");
+                eprintln!("{message}");
+            }
+            1
+        }
+    }
+}

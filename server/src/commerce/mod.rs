@@ -1,0 +1,378 @@
+//! A202 commercial extension (A2A carrier binding v0.1): this agent declares the extension
+//! in its AgentCard and preflight document, receives A202 objects as raw message parts over
+//! A2A or as request bodies over plain HTTPS, verifies them as received, and appends them
+//! to per-transaction streams in SQLite. A carrier event — a task that fails or is canceled,
+//! a dropped stream — never touches a stream: only accepted objects do.
+
+pub mod capability;
+pub mod keys;
+pub mod object;
+pub mod seal;
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use app::a2a::{Content, Message};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::a2a::extensions::Declared;
+use crate::config::CommerceArgs;
+use crate::store::{CommerceRow, Store};
+use capability::Versions;
+use object::{Kernel, SignatureCheck, Verified};
+
+/// The v0.1 extension URI (binding §2.2).
+pub const URI: &str = "https://schemas.a202.org/a2a-ext/commercial/0.1";
+/// The media type of an object's canonical bytes.
+pub const MEDIA_TYPE: &str = "application/a202-commercial+json";
+/// The plain-HTTPS activation header (binding §7.2).
+pub const HTTP_HEADER: &str = "a202-extensions";
+
+/// A refusal, named by its code in the A202 registry (a kernel validation refusal has none).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("A202-EXTENSION-UNSUPPORTED: the A202 commercial extension is not in effect")]
+    ExtensionUnsupported,
+    #[error("kernel validation refusal: {0}")]
+    Kernel(String),
+    #[error("A202-HASH-FORMAT-INVALID: content_hash is not 64 lowercase hexadecimal characters")]
+    HashFormat,
+    #[error(
+        "A202-EVIDENCE-HASH-MISMATCH: content_hash {declared} is not the object's hash {computed}"
+    )]
+    HashMismatch { declared: String, computed: String },
+    #[error("A202-EVIDENCE-SIGNATURE-INVALID: {0}")]
+    SignatureInvalid(String),
+    #[error(
+        "A202-ANNOTATION-FORGED: kernel_annotations are written by the receiving control plane, never sent"
+    )]
+    AnnotationForged,
+    #[error("A202-STREAM-MISMATCH: {0}")]
+    StreamMismatch(String),
+    #[error("A202-SEQUENCE-CONFLICT: {detail}; the stream is at sequence {current}")]
+    SequenceConflict { current: i64, detail: String },
+    #[error("A202-ENDPOINT-INSECURE: A202 objects travel over HTTPS only")]
+    EndpointInsecure,
+}
+
+impl Refusal {
+    pub fn code(&self) -> Option<&'static str> {
+        Some(match self {
+            Refusal::ExtensionUnsupported => capability::Unsupported::CODE,
+            Refusal::Kernel(_) => return None,
+            Refusal::HashFormat => "A202-HASH-FORMAT-INVALID",
+            Refusal::HashMismatch { .. } => "A202-EVIDENCE-HASH-MISMATCH",
+            Refusal::SignatureInvalid(_) => "A202-EVIDENCE-SIGNATURE-INVALID",
+            Refusal::AnnotationForged => "A202-ANNOTATION-FORGED",
+            Refusal::StreamMismatch(_) => "A202-STREAM-MISMATCH",
+            Refusal::SequenceConflict { .. } => "A202-SEQUENCE-CONFLICT",
+            Refusal::EndpointInsecure => "A202-ENDPOINT-INSECURE",
+        })
+    }
+
+    /// The refusal as JSON: its code (null for a kernel validation refusal), the kind, the
+    /// message, and a sequence conflict's current sequence.
+    pub fn body(&self) -> Value {
+        let mut body = json!({
+            "code": self.code(),
+            "refusal": if self.code().is_some() { "registry" } else { "kernel_validation" },
+            "message": self.to_string(),
+        });
+        if let Refusal::SequenceConflict { current, .. } = self {
+            body["current_sequence"] = json!(current);
+        }
+        body
+    }
+}
+
+/// Why an object was not taken: a refusal, or a store that failed (nothing was appended).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error("the A202 store failed: {0:#}")]
+    Store(#[from] anyhow::Error),
+}
+
+/// What a received object became.
+#[derive(Debug, Clone, Serialize)]
+pub struct Receipt {
+    pub id: String,
+    pub object_type: String,
+    pub version: i64,
+    pub transaction_id: Option<String>,
+    pub content_hash: String,
+    /// Its place in its transaction's stream.
+    pub sequence: i64,
+    /// The stream already held these exact bytes: nothing was appended.
+    pub duplicate: bool,
+    pub signatures: Vec<SignatureCheck>,
+}
+
+/// How an object reached us (recorded, never used to correlate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    A2a,
+    Https,
+}
+
+impl Carrier {
+    fn label(self) -> &'static str {
+        match self {
+            Carrier::A2a => "a2a",
+            Carrier::Https => "https",
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Commerce {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    versions: Versions,
+    required: bool,
+    kernel: Kernel,
+    keys: keys::Keyring,
+    store: Store,
+    /// Appends are decided one batch at a time: sequence checks and the insert together.
+    append: tokio::sync::Mutex<()>,
+}
+
+impl Commerce {
+    pub fn new(args: &CommerceArgs, store: Store) -> Result<Commerce> {
+        let versions = args.versions.local()?;
+        let kernel = Kernel::default();
+        let keys = match &args.keys {
+            Some(path) => keys::Keyring::load(path, &kernel)?,
+            None => keys::Keyring::default(),
+        };
+        tracing::info!(
+            keys = keys.count(),
+            required = args.required,
+            "A202 extension ready"
+        );
+        Ok(Commerce {
+            inner: Arc::new(Inner {
+                versions,
+                required: args.required,
+                kernel,
+                keys,
+                store,
+                append: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The extension as requests activate it.
+    pub fn declared(&self) -> Declared {
+        Declared {
+            uri: URI,
+            required: self.inner.required,
+        }
+    }
+
+    /// The AgentCard's `capabilities.extensions` entry (binding §2.1).
+    pub fn declaration(&self) -> Value {
+        json!({
+            "uri": URI,
+            "description": "Exchanges A202 commercial objects: one object per raw part (application/a202-commercial+json, RFC 8785 bytes), transaction_id in message metadata under this URI; also POST /a202/objects over HTTPS.",
+            "required": self.inner.required,
+            "params": self.inner.versions,
+        })
+    }
+
+    /// The plain-HTTPS preflight document (binding §7.2).
+    pub fn preflight(&self) -> Value {
+        json!({ "extensions": [self.declaration()] })
+    }
+
+    /// Verifies one object's bytes as received.
+    pub fn verify(&self, bytes: &[u8]) -> Result<Verified, Refusal> {
+        object::verify(&self.inner.kernel, &self.inner.keys, bytes)
+    }
+
+    /// The A202 objects a message carries, verified, or `None` when it carries none. Each
+    /// is a raw part with the A202 media type; a data part with that type is a reader's
+    /// view and is never the object. The message must have activated the extension, and a
+    /// transaction-bound object must name the transaction its extension payload names.
+    pub fn inbound(
+        &self,
+        message: &Message,
+        activated: bool,
+    ) -> Result<Option<Vec<Verified>>, Refusal> {
+        let parts: Vec<_> = message
+            .parts
+            .iter()
+            .filter(|p| p.media_type.as_deref() == Some(MEDIA_TYPE))
+            .collect();
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        if !activated {
+            return Err(Refusal::ExtensionUnsupported);
+        }
+        let mut objects = Vec::new();
+        for part in parts {
+            match &part.content {
+                Content::Raw(bytes) => objects.push(self.verify(bytes)?),
+                Content::Data(_) => {}
+                _ => {
+                    return Err(Refusal::Kernel(
+                        "an A202 object travels as the raw bytes of a part, not as text or a URL"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        if objects.is_empty() {
+            return Err(Refusal::Kernel(
+                "a structured view is not the object: send its canonical bytes as a raw part"
+                    .into(),
+            ));
+        }
+        let named = message
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get(URI))
+            .and_then(|p| p.get("transaction_id"))
+            .and_then(Value::as_str);
+        for object in &objects {
+            if object.transaction_id.as_deref() != named {
+                return Err(Refusal::StreamMismatch(format!(
+                    "the message's extension payload names transaction {} but object {} belongs to {}",
+                    named.unwrap_or("none"),
+                    object.id,
+                    object.transaction_id.as_deref().unwrap_or("none"),
+                )));
+            }
+        }
+        Ok(Some(objects))
+    }
+
+    /// Appends verified objects to their transactions' streams, all or none. An object the
+    /// stream already holds byte for byte is a duplicate (receipted, not appended); the
+    /// same id and version with other bytes, or an action envelope whose
+    /// `expected_sequence` is not its stream's sequence, is a sequence conflict.
+    pub async fn append(
+        &self,
+        objects: Vec<Verified>,
+        carrier: Carrier,
+    ) -> Result<Vec<Receipt>, Error> {
+        let _turn = self.inner.append.lock().await;
+        let store = &self.inner.store;
+        let mut rows: Vec<CommerceRow> = Vec::new();
+        let mut receipts = Vec::new();
+        for object in objects {
+            let stream = object.transaction_id.clone().unwrap_or_default();
+            let pending = rows.iter().filter(|r| r.transaction_id == stream).count() as i64;
+            let current = store.a202_sequence(&stream).await? + pending;
+            let held = match rows
+                .iter()
+                .find(|r| r.object_id == object.id && r.version == object.version)
+            {
+                Some(r) => Some((r.sequence, r.content_hash.clone())),
+                None => store.a202_find(&object.id, object.version).await?,
+            };
+            let (sequence, duplicate) = match held {
+                Some((sequence, hash)) if hash == object.content_hash => (sequence, true),
+                Some(_) => {
+                    return Err(Refusal::SequenceConflict {
+                        current,
+                        detail: format!(
+                            "{} version {} is already in a stream with other content",
+                            object.id, object.version
+                        ),
+                    }
+                    .into());
+                }
+                None => {
+                    if let Some(expected) = object.expected_sequence.filter(|e| *e != current) {
+                        return Err(Refusal::SequenceConflict {
+                            current,
+                            detail: format!("the action expected sequence {expected}"),
+                        }
+                        .into());
+                    }
+                    rows.push(CommerceRow {
+                        transaction_id: stream,
+                        sequence: current + 1,
+                        object_id: object.id.clone(),
+                        version: object.version,
+                        object_type: object.object_type.clone(),
+                        content_hash: object.content_hash.clone(),
+                        canonical: object.canonical.clone(),
+                        carrier: carrier.label().into(),
+                        received_at: crate::clock::now_rfc3339(),
+                    });
+                    (current + 1, false)
+                }
+            };
+            tracing::info!(object = %object.id, transaction = ?object.transaction_id, sequence, duplicate, carrier = carrier.label(), "A202 object accepted");
+            receipts.push(Receipt {
+                id: object.id,
+                object_type: object.object_type,
+                version: object.version,
+                transaction_id: object.transaction_id,
+                content_hash: object.content_hash,
+                sequence,
+                duplicate,
+                signatures: object.signatures,
+            });
+        }
+        store.a202_append(&rows).await?;
+        Ok(receipts)
+    }
+
+    /// A transaction's stream as its objects and, for offers, their status: `open` until
+    /// `valid_until`, then `expired`; `superseded` once a later offer in the stream names it.
+    pub async fn transaction(&self, id: &str) -> Result<Option<Value>> {
+        let rows = self.inner.store.a202_stream(id).await?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let parsed: Vec<Value> = rows
+            .iter()
+            .map(|r| serde_json::from_slice(&r.canonical).context("a stored object is not JSON"))
+            .collect::<Result<_>>()?;
+        let now = time::OffsetDateTime::now_utc();
+        let objects: Vec<Value> = rows
+            .iter()
+            .zip(&parsed)
+            .map(|(row, object)| {
+                let mut entry = json!({
+                    "sequence": row.sequence,
+                    "id": row.object_id,
+                    "object_type": row.object_type,
+                    "version": row.version,
+                    "content_hash": row.content_hash,
+                    "received_at": row.received_at,
+                    "carrier": row.carrier,
+                });
+                if row.object_type == "offer" {
+                    let superseded = parsed.iter().any(|o| {
+                        o["object_type"] == "offer"
+                            && o["payload"]["supersedes_offer_id"] == object["id"]
+                    });
+                    let expired = object["payload"]["valid_until"]
+                        .as_str()
+                        .and_then(keys::timestamp)
+                        .is_some_and(|until| until <= now);
+                    entry["status"] = json!(match (superseded, expired) {
+                        (true, _) => "superseded",
+                        (false, true) => "expired",
+                        (false, false) => "open",
+                    });
+                }
+                entry
+            })
+            .collect();
+        Ok(Some(json!({
+            "transaction_id": id,
+            "sequence": rows.last().map_or(0, |r| r.sequence),
+            "objects": objects,
+        })))
+    }
+}
