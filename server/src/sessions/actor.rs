@@ -653,7 +653,7 @@ impl Actor {
     }
 
     /// A keyframe of the current screen, anchored at the last frame numbered so far.
-    fn keyframe_frame(&self) -> SessionFrame {
+    fn keyframe_frame(&mut self) -> SessionFrame {
         let (cols, rows) = self.screen.size();
         SessionFrame::Keyframe {
             snapshot: Base64Bytes(self.screen.snapshot()),

@@ -474,7 +474,7 @@ impl Sessions {
                 }
             }
             let frames = store.frames_from_last_keyframe(&row.id).await?;
-            let screen = rebuild_screen(&frames, row.cols, row.rows);
+            let mut screen = rebuild_screen(&frames, row.cols, row.rows);
             let mut seq = row
                 .last_sequence
                 .max(frames.last().map_or(0, |f| f.sequence));

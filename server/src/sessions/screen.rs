@@ -9,8 +9,15 @@ pub struct Screen {
     vt: avt::Terminal,
     /// Bytes of a UTF-8 sequence split across two reads.
     pending: Vec<u8>,
-    modes: InputModes,
+    tracker: Tracker,
+    /// Plain lines not fed to the emulator yet: a flood is fed as its last screenful.
+    held: Vec<u8>,
+    /// More than a screenful scrolled off before `held`: a blank screenful is owed first.
+    owed_blank: bool,
 }
+
+/// Held plain output beyond this is fed even without a screenful to skip.
+const HOLD_LIMIT: usize = 1 << 20;
 
 impl Screen {
     pub fn new(cols: u16, rows: u16) -> Screen {
@@ -18,20 +25,66 @@ impl Screen {
             vt: avt::Terminal::new(usize::from(cols.max(1)), usize::from(rows.max(1)))
                 .expect("dimensions are at least 1"),
             pending: Vec::new(),
-            modes: InputModes::default(),
+            tracker: Tracker::default(),
+            held: Vec::new(),
+            owed_blank: false,
         }
     }
 
     /// Feeds raw PTY output; a multi-byte character split across calls is kept for the next.
+    ///
+    /// A flood of plain lines (`cat`, `yes`, build logs) is mostly text that scrolls off
+    /// before anyone could see it. While the emulator is in its ground state with no
+    /// scroll region, plain lines are held back; whatever is followed by more than a
+    /// screenful is dropped, and when the screen is next needed (or other output arrives)
+    /// only a blank screenful — the scroll the dropped lines caused, in the same pen — and
+    /// the rest are fed. The screen, cursor and modes come out exactly as if every byte
+    /// had been fed.
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.modes.feed(bytes);
+        let (_, rows) = self.vt.size();
+        let quiet = self.tracker.quiet() && self.pending.is_empty();
+        self.tracker.feed(bytes, rows);
+        if quiet && plain(bytes) {
+            self.held.extend_from_slice(bytes);
+            if let Some(cut) = scrolled_off(&self.held, rows) {
+                self.held.drain(..cut);
+                self.owed_blank = true;
+            }
+            if self.held.len() > HOLD_LIMIT {
+                self.settle();
+            }
+            return;
+        }
+        self.settle();
         let text = decode_utf8_stream(&mut self.pending, bytes);
         self.vt.feed(text.as_str());
     }
 
+    /// Feeds what is held: the owed blank screenful, then the held lines.
+    fn settle(&mut self) {
+        if std::mem::take(&mut self.owed_blank) {
+            let rows = self.vt.size().1;
+            let mut blank = String::with_capacity(1 + 2 * rows);
+            blank.push('\r');
+            blank.extend(std::iter::repeat_n('\n', 2 * rows));
+            self.vt.feed(blank.as_str());
+        }
+        if !self.held.is_empty() {
+            // Held bytes are plain ASCII (`plain` checked every one).
+            self.vt
+                .feed(std::str::from_utf8(&self.held).unwrap_or_default());
+            self.held.clear();
+        }
+    }
+
     pub fn resize(&mut self, cols: u16, rows: u16) {
-        self.vt
-            .resize(usize::from(cols.max(1)), usize::from(rows.max(1)));
+        self.settle();
+        let rows = usize::from(rows.max(1));
+        if rows != self.vt.size().1 {
+            // The emulator resets its margins when the height changes.
+            self.tracker.region = false;
+        }
+        self.vt.resize(usize::from(cols.max(1)), rows);
     }
 
     pub fn size(&self) -> (u16, u16) {
@@ -41,10 +94,11 @@ impl Screen {
 
     /// The keyframe snapshot: a reset, avt's screen dump, then the input modes avt does
     /// not track (mouse reporting, focus events, bracketed paste).
-    pub fn snapshot(&self) -> Vec<u8> {
+    pub fn snapshot(&mut self) -> Vec<u8> {
+        self.settle();
         let mut out = String::from(RESET);
         out.push_str(&self.vt.dump());
-        for mode in &self.modes.set {
+        for mode in &self.tracker.modes {
             out.push_str(&format!("\x1b[?{mode}h"));
         }
         out.into_bytes()
@@ -52,11 +106,12 @@ impl Screen {
 
     /// The tracked input modes that are set, in ascending order.
     pub fn input_modes(&self) -> Vec<u16> {
-        self.modes.set.iter().copied().collect()
+        self.tracker.modes.iter().copied().collect()
     }
 
     /// The visible text, one string per row with trailing blanks trimmed (for tests and logs).
-    pub fn text(&self) -> Vec<String> {
+    pub fn text(&mut self) -> Vec<String> {
+        self.settle();
         self.vt
             .screen()
             .visible_lines()
@@ -66,7 +121,8 @@ impl Screen {
 
     /// Every cell's character and pen, row by row: two screens are equal cell for cell
     /// exactly when these are equal.
-    pub fn cells(&self) -> Vec<Vec<(char, avt::Pen)>> {
+    pub fn cells(&mut self) -> Vec<Vec<(char, avt::Pen)>> {
+        self.settle();
         self.vt
             .screen()
             .visible_lines()
@@ -74,90 +130,224 @@ impl Screen {
             .collect()
     }
 
-    pub fn cursor(&self) -> avt::Cursor {
+    pub fn cursor(&mut self) -> avt::Cursor {
+        self.settle();
         self.vt.cursor()
     }
 
-    pub fn alternate_screen(&self) -> bool {
+    pub fn alternate_screen(&mut self) -> bool {
+        self.settle();
         self.vt.active_screen_kind() == avt::ScreenKind::Alternate
     }
+}
+
+/// Printable ASCII, CR, LF, TAB and BS only: text that moves the cursor along its line
+/// and down, and nothing else.
+fn plain(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .all(|&b| matches!(b, 0x20..=0x7e | b'\r' | b'\n' | b'\t' | 0x08))
+}
+
+/// Where the part of plain output that still shows begins, when the rest is sure to
+/// scroll off: just after a CR LF (the cursor at column 0) with more than a screenful of
+/// line feeds before it (the cursor on the bottom row, the line below fresh) and a
+/// screenful after it (every visible row is written after the cut).
+fn scrolled_off(bytes: &[u8], rows: usize) -> Option<usize> {
+    let mut after = 0;
+    let mut cut = None;
+    for (i, &b) in bytes.iter().enumerate().rev() {
+        if b != b'\n' {
+            continue;
+        }
+        if after >= rows && i > 0 && bytes[i - 1] == b'\r' {
+            cut = Some(i + 1);
+            break;
+        }
+        after += 1;
+    }
+    let cut = cut?;
+    (bytes[..cut].iter().filter(|&&b| b == b'\n').count() > rows).then_some(cut)
 }
 
 /// DEC private modes that change what the terminal sends, which the emulator ignores.
 const TRACKED_MODES: [u16; 9] = [1000, 1002, 1003, 1004, 1005, 1006, 1015, 1016, 2004];
 
-/// Follows `CSI ? Pm h` / `CSI ? Pm l` (and the resets `ESC c`, `CSI ! p`) across chunk
-/// boundaries for the modes in `TRACKED_MODES`.
+/// Follows the output the way the emulator's parser does, across chunk boundaries: its
+/// state (ground, escape, control sequence, or a string), the input modes in
+/// `TRACKED_MODES` (`CSI ? Pm h` / `l`; reset by `ESC c` and `CSI ! p`), and whether a
+/// scroll region may be set (`CSI Pt ; Pb r`).
 #[derive(Default)]
-struct InputModes {
-    set: std::collections::BTreeSet<u16>,
-    state: ModeParse,
+struct Tracker {
+    modes: std::collections::BTreeSet<u16>,
+    state: Parse,
+    region: bool,
+    /// A 0xC2 byte was the last: the next decides whether it is a C1 control.
+    c2: bool,
 }
 
 #[derive(Default)]
-enum ModeParse {
+enum Parse {
     #[default]
     Ground,
     Esc,
-    Csi,
-    Private(Vec<u16>, Option<u16>),
-    Bang,
+    EscIntermediate,
+    Csi(Csi),
+    /// OSC: ends at BEL, ST, CAN or SUB.
+    Osc,
+    /// DCS, SOS, PM or APC: ends at ST, CAN or SUB.
+    Str,
 }
 
-impl InputModes {
-    fn feed(&mut self, mut bytes: &[u8]) {
+#[derive(Default)]
+struct Csi {
+    /// The first byte was `?`.
+    private: bool,
+    /// Another prefix (`<`, `=`, `>`) or an intermediate (`!` is noted in `bang`).
+    marked: bool,
+    bang: bool,
+    colon: bool,
+    params: Vec<u16>,
+    current: Option<u16>,
+}
+
+impl Tracker {
+    /// Whether the emulator is in its ground state with no scroll region.
+    fn quiet(&self) -> bool {
+        matches!(self.state, Parse::Ground) && !self.region && !self.c2
+    }
+
+    fn feed(&mut self, mut bytes: &[u8], rows: usize) {
         while !bytes.is_empty() {
-            if matches!(self.state, ModeParse::Ground) {
-                // Output is mostly text: jump to the next escape.
-                match bytes.iter().position(|&b| b == 0x1b) {
+            if matches!(self.state, Parse::Ground) && !self.c2 {
+                // Output is mostly text: jump to the next byte that can leave the ground.
+                match bytes.iter().position(|&b| b == 0x1b || b == 0xc2) {
                     Some(i) => bytes = &bytes[i..],
                     None => return,
                 }
             }
-            self.step(bytes[0]);
+            self.step(bytes[0], rows);
             bytes = &bytes[1..];
         }
     }
 
-    fn step(&mut self, b: u8) {
+    fn step(&mut self, b: u8, rows: usize) {
+        if std::mem::take(&mut self.c2) {
+            match b {
+                0x80..=0x9f => return self.c1(b),
+                // Another printable character, or an invalid sequence whose replacement
+                // prints; either way a following byte is read afresh.
+                _ => self.byte(b'A', rows),
+            }
+            if b < 0x80 || b >= 0xc0 {
+                self.step(b, rows);
+            }
+            return;
+        }
+        match b {
+            0xc2 => self.c2 = true,
+            // A character of two or more bytes reads as one printable (avt maps them all
+            // to one); continuation bytes add nothing.
+            0xc3..=0xff | 0xc0 | 0xc1 => self.byte(b'A', rows),
+            0x80..=0xbf => {}
+            _ => self.byte(b, rows),
+        }
+    }
+
+    fn c1(&mut self, c: u8) {
+        self.state = match (std::mem::take(&mut self.state), c) {
+            (_, 0x9b) => Parse::Csi(Csi::default()),
+            (_, 0x9d) => Parse::Osc,
+            (_, 0x90 | 0x98 | 0x9e | 0x9f) => Parse::Str,
+            (_, 0x9c) => Parse::Ground,
+            (state, _) => state,
+        };
+    }
+
+    fn byte(&mut self, b: u8, rows: usize) {
         self.state = match (std::mem::take(&mut self.state), b) {
-            (_, 0x1b) => ModeParse::Esc,
-            (ModeParse::Esc, b'[') => ModeParse::Csi,
-            (ModeParse::Esc, b'c') => {
-                self.set.clear();
-                ModeParse::Ground
+            (_, 0x1b) => Parse::Esc,
+            (_, 0x18 | 0x1a) => Parse::Ground,
+            (Parse::Osc, 0x07) => Parse::Ground,
+            (state @ (Parse::Osc | Parse::Str), _) => state,
+            (Parse::Esc, b'[') => Parse::Csi(Csi::default()),
+            (Parse::Esc, b']') => Parse::Osc,
+            (Parse::Esc, b'P' | b'X' | b'^' | b'_') => Parse::Str,
+            (Parse::Esc, b'c') => {
+                self.modes.clear();
+                self.region = false;
+                Parse::Ground
             }
-            (ModeParse::Csi, b'?') => ModeParse::Private(Vec::new(), None),
-            (ModeParse::Csi, b'!') => ModeParse::Bang,
-            (ModeParse::Bang, b'p') => {
-                self.set.clear();
-                ModeParse::Ground
+            (Parse::Esc | Parse::EscIntermediate, 0x20..=0x2f) => Parse::EscIntermediate,
+            (Parse::Esc | Parse::EscIntermediate, 0x30..=0x7e) => Parse::Ground,
+            (Parse::Csi(csi), 0x40..=0x7e) => {
+                self.dispatch(csi, b, rows);
+                Parse::Ground
             }
-            (ModeParse::Private(params, cur), b'0'..=b'9') => {
+            (Parse::Csi(mut csi), _) => {
+                csi.collect(b);
+                Parse::Csi(csi)
+            }
+            // C0 controls run inside escapes and control sequences without ending them.
+            (state, _) => state,
+        };
+    }
+
+    fn dispatch(&mut self, mut csi: Csi, final_byte: u8, rows: usize) {
+        csi.params.extend(csi.current);
+        match (csi.private, csi.marked, csi.bang, final_byte) {
+            (true, false, false, b'h' | b'l') => {
+                for p in csi.params.into_iter().filter(|p| TRACKED_MODES.contains(p)) {
+                    if final_byte == b'h' {
+                        self.modes.insert(p);
+                    } else {
+                        self.modes.remove(&p);
+                    }
+                }
+            }
+            (false, false, true, b'p') => {
+                self.modes.clear();
+                self.region = false;
+            }
+            (false, false, false, b'r') if csi.colon => self.region = true,
+            (false, false, false, b'r') => {
+                let param = |i: usize| csi.params.get(i).copied().filter(|&v| v > 0);
+                let top = usize::from(param(0).unwrap_or(1));
+                let bottom = param(1).map_or(rows, usize::from);
+                // What the emulator does: a valid pair sets the margins, anything else
+                // leaves them as they were.
+                if top < bottom && bottom <= rows {
+                    self.region = !(top == 1 && bottom == rows);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Csi {
+    fn collect(&mut self, b: u8) {
+        let first = self.params.is_empty() && self.current.is_none() && !self.marked;
+        match b {
+            b'0'..=b'9' => {
                 let digit = u16::from(b - b'0');
-                let cur = cur
+                let value = self
+                    .current
                     .unwrap_or(0)
                     .checked_mul(10)
                     .and_then(|v| v.checked_add(digit));
-                ModeParse::Private(params, cur.or(Some(u16::MAX)))
+                self.current = value.or(Some(u16::MAX));
             }
-            (ModeParse::Private(mut params, cur), b';') => {
-                params.extend(cur);
-                ModeParse::Private(params, None)
+            b';' => {
+                self.params.push(self.current.take().unwrap_or(0));
             }
-            (ModeParse::Private(mut params, cur), b'h' | b'l') => {
-                params.extend(cur);
-                for p in params.into_iter().filter(|p| TRACKED_MODES.contains(p)) {
-                    if b == b'h' {
-                        self.set.insert(p);
-                    } else {
-                        self.set.remove(&p);
-                    }
-                }
-                ModeParse::Ground
-            }
-            _ => ModeParse::Ground,
-        };
+            b'?' if first && !self.private => self.private = true,
+            b'!' => self.bang = true,
+            // A sub-parameter: the emulator takes the sequence, but not as we read it.
+            b':' => self.colon = true,
+            0x20..=0x3f => self.marked = true,
+            _ => {}
+        }
     }
 }
 
@@ -229,6 +419,141 @@ mod tests {
         );
         live.feed(b"\x1bc");
         assert!(live.input_modes().is_empty());
+    }
+
+    /// Feeds every byte to the emulator, with no skipping: what `feed` must equal.
+    fn feed_all(s: &mut Screen, bytes: &[u8]) {
+        let (_, rows) = s.vt.size();
+        s.tracker.feed(bytes, rows);
+        let text = decode_utf8_stream(&mut s.pending, bytes);
+        s.vt.feed(text.as_str());
+    }
+
+    #[test]
+    fn a_flood_of_plain_lines_lands_exactly_as_if_every_byte_were_fed() {
+        use rand::{Rng, SeedableRng};
+        const SNIPPETS: &[&str] = &[
+            "\x1b[31m",
+            "\x1b[0m",
+            "\x1b[1;44m",
+            "\x1b[2J",
+            "\x1b[H",
+            "\x1b[4;7H",
+            "\x1b[K",
+            "\x1b[3;6r",
+            "\x1b[r",
+            "\x1b[2;0r",
+            "\x1b[0;0r",
+            "\x1b[3:1r",
+            "\x1b[?1049h",
+            "\x1b[?1049l",
+            "\x1b[4h",
+            "\x1b[4l",
+            "\x1b[20h",
+            "\x1b[20l",
+            "\x1b[?7l",
+            "\x1b[?7h",
+            "\x1b(0",
+            "\x1b(B",
+            "\x1b]0;title\x07",
+            "\x1b]0;never ended ",
+            "\x1bP1$r",
+            "\x1b\\",
+            "\x1b[?6h",
+            "\x1b[?6l",
+            "\x1bc",
+            "\x1b[!p",
+            "\u{9b}2J",
+            "\u{9d}0;c1 title",
+            "\u{9c}",
+            "\x18",
+            "\u{e9}t\u{e9}",
+            "\u{4e2d}\u{6587}",
+            "\x1b[3",
+            "8;5;1",
+            "m",
+            "\x1b",
+            "[",
+            "\x1b[?1000h",
+            "\x1b[?2004h",
+            "\x1b7",
+            "\x1b8",
+            "\x1bM",
+            "\x1b[5S",
+            "\x1b[2T",
+            "\x1b[L",
+            "\x1b[3M",
+            "\r",
+            "\n",
+            "\x1b[?1;2r",
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+        let mut skipped = 0;
+        for round in 0..300 {
+            let (cols, rows) = (rng.random_range(4..90u16), rng.random_range(2..26u16));
+            let (mut fast, mut all) = (Screen::new(cols, rows), Screen::new(cols, rows));
+            for step in 0..40 {
+                let mut chunk = Vec::new();
+                if rng.random_bool(0.5) {
+                    for _ in 0..rng.random_range(0..4) {
+                        chunk.extend_from_slice(
+                            SNIPPETS[rng.random_range(0..SNIPPETS.len())].as_bytes(),
+                        );
+                    }
+                } else {
+                    for _ in 0..rng.random_range(0..(4 * usize::from(rows) + 10)) {
+                        for _ in 0..rng.random_range(0..(2 * usize::from(cols))) {
+                            chunk.push(match rng.random_range(0..40) {
+                                0 => b'\t',
+                                1 => 0x08,
+                                2 => b'\r',
+                                _ => rng.random_range(0x20..0x7f),
+                            });
+                        }
+                        chunk.extend_from_slice(if rng.random_bool(0.9) { b"\r\n" } else { b"\n" });
+                    }
+                }
+                if rng.random_bool(0.05) {
+                    let (c, r) = (rng.random_range(4..90u16), rng.random_range(2..26u16));
+                    fast.resize(c, r);
+                    all.resize(c, r);
+                }
+                fast.feed(&chunk);
+                feed_all(&mut all, &chunk);
+                skipped += usize::from(fast.owed_blank);
+                // The screen is not read after every chunk, so floods accumulate.
+                if rng.random_bool(0.3) || step == 39 {
+                    assert_eq!(
+                        String::from_utf8_lossy(&fast.snapshot()),
+                        String::from_utf8_lossy(&all.snapshot()),
+                        "round {round} step {step}: {:?}",
+                        String::from_utf8_lossy(&chunk)
+                    );
+                }
+            }
+        }
+        assert!(skipped > 2000, "the skip ran {skipped} times");
+    }
+
+    #[test]
+    fn only_whole_screenfuls_of_plain_lines_are_skipped() {
+        let lines = |n: usize| "0123456789\r\n".repeat(n).into_bytes();
+        // 5 rows: more than 5 line feeds before the cut and 5 after it.
+        assert_eq!(scrolled_off(&lines(11), 5), Some(12 * 6));
+        assert_eq!(scrolled_off(&lines(10), 5), None);
+        assert!(plain(&lines(40)));
+        assert!(!plain(b"red \x1b[31m"));
+        assert!(!plain("caf\u{e9}".as_bytes()));
+        // A scroll region, or a chunk that starts inside a string, feeds every byte.
+        let mut t = Tracker::default();
+        t.feed(b"\x1b[2;4r", 5);
+        assert!(!t.quiet());
+        t.feed(b"\x1b[r", 5);
+        assert!(t.quiet());
+        t.feed(b"\x1b]0;title", 5);
+        assert!(!t.quiet());
+        t.feed(b"\x07", 5);
+        assert!(t.quiet());
     }
 
     /// A curses-style program: alternate screen, scroll region, colours, cursor moves.
