@@ -36,6 +36,10 @@ const VIEWER_QUEUE: usize = 256;
 const FAREWELL_WAIT: Duration = Duration::from_secs(10);
 /// Output chunks are coalesced into frames of up to this many bytes.
 const MAX_OUTPUT_FRAME: usize = 64 * 1024;
+/// A read this large filled the terminal's buffer (4 KiB): more output is on its way.
+const FULL_READ: usize = 4000;
+/// How long a flood's frame waits for more output.
+const GATHER: Duration = Duration::from_millis(1);
 /// The hot ring's byte bound (frames beyond it are served from the store).
 const RING_BYTES: usize = 16 * 1024 * 1024;
 /// How long output may still drain after the process exited.
@@ -431,7 +435,10 @@ impl Actor {
                     }
                 }
                 chunk = output.recv(), if !eof => match chunk {
-                    Some(first) => self.output(first, &mut output),
+                    Some(first) => {
+                        let data = gather(first, &mut output).await;
+                        self.output(data);
+                    }
                     None => eof = true,
                 },
                 status = &mut exit, if exited.is_none() => {
@@ -626,14 +633,7 @@ impl Actor {
         self.members.iter().position(|m| m.client_id == client_id)
     }
 
-    fn output(&mut self, first: Bytes, more: &mut mpsc::Receiver<Bytes>) {
-        let mut data = first.to_vec();
-        while data.len() < MAX_OUTPUT_FRAME {
-            match more.try_recv() {
-                Ok(chunk) => data.extend_from_slice(&chunk),
-                Err(_) => break,
-            }
-        }
+    fn output(&mut self, data: Vec<u8>) {
         self.screen.feed(&data);
         if let Some(Shell { scanner, state }) = self.shell.as_mut() {
             let pty = &self.pty;
@@ -1064,6 +1064,32 @@ impl Actor {
 
 /// Persists frames in batches (whatever queued up while the last batch was written), the
 /// session's size and its close; prunes frames outside both retention bounds.
+/// One output frame: `first` and what follows it at once, up to `MAX_OUTPUT_FRAME`. A
+/// read that filled the terminal's buffer says a flood is on: then the frame also waits up
+/// to `GATHER` for more, so a flood goes out in large frames rather than thousands of
+/// small ones (each is numbered, retained, persisted and sent). Interactive output (an
+/// echo, a prompt) does not fill the buffer and goes at once.
+async fn gather(first: Bytes, more: &mut mpsc::Receiver<Bytes>) -> Vec<u8> {
+    let flooding = first.len() >= FULL_READ;
+    let mut data = first.to_vec();
+    let deadline = Instant::now() + GATHER;
+    while data.len() < MAX_OUTPUT_FRAME {
+        let next = match more.try_recv() {
+            Ok(chunk) => Some(chunk),
+            Err(_) if flooding => tokio::time::timeout_at(deadline, more.recv())
+                .await
+                .ok()
+                .flatten(),
+            Err(_) => None,
+        };
+        match next {
+            Some(chunk) => data.extend_from_slice(&chunk),
+            None => break,
+        }
+    }
+    data
+}
+
 async fn write_behind(
     store: Store,
     id: String,
