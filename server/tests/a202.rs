@@ -172,15 +172,7 @@ async fn the_card_and_the_preflight_document_declare_the_extension_exactly_once(
         "/.well-known/agent-card.json",
         "/agents/local/.well-known/agent-card.json",
     ] {
-        let card: Value =
-            m.s.http
-                .get(m.root(path))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+        let card: Value = m.s.public(m.root(path)).await;
         let ours: Vec<&Value> = card["capabilities"]["extensions"]
             .as_array()
             .unwrap()
@@ -196,14 +188,8 @@ async fn the_card_and_the_preflight_document_declare_the_extension_exactly_once(
         assert!(ours[0]["description"].as_str().unwrap().contains("A202"));
     }
     let doc: Value =
-        m.s.http
-            .get(m.root("/.well-known/a202-capability.json"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        m.s.public(m.root("/.well-known/a202-capability.json"))
+            .await;
     assert_eq!(doc["extensions"][0]["uri"], URI);
     assert_eq!(doc["extensions"][0]["params"]["write_version"], "0.1");
 
@@ -211,17 +197,11 @@ async fn the_card_and_the_preflight_document_declare_the_extension_exactly_once(
     // is ExtensionSupportRequired; one that does is echoed.
     let strict = TestServer::start(&["--a202-required"]).await;
     let card: Value = strict
-        .http
-        .get(format!(
+        .public(format!(
             "http://{}/.well-known/agent-card.json",
             strict.addr
         ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .await;
     let entry = card["capabilities"]["extensions"]
         .as_array()
         .unwrap()

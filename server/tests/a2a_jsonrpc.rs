@@ -298,15 +298,7 @@ async fn versions_and_0_3_errors_are_kept_apart() {
     assert_rpc_error(&rpc03(&s, "tasks/list", json!({})).await, -32601, None);
 
     // One card for both: 1.0 interfaces first, then 0.3, and the 0.3 top-level fields.
-    let card: Value = s
-        .http
-        .get(s.url("/.well-known/agent-card.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card: Value = s.public(s.url("/.well-known/agent-card.json")).await;
     let versions: Vec<&str> = card["supportedInterfaces"]
         .as_array()
         .unwrap()

@@ -355,14 +355,8 @@ async fn agent_cards_advertise_the_pty_binding_and_extension_with_real_settings(
     ])
     .await;
     let pure: Value = s
-        .http
-        .get(format!("http://{}/.well-known/agent-card.json", s.addr))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .public(format!("http://{}/.well-known/agent-card.json", s.addr))
+        .await;
     for field in [
         "name",
         "description",
@@ -423,15 +417,7 @@ async fn agent_cards_advertise_the_pty_binding_and_extension_with_real_settings(
     );
     assert_eq!(ext["params"]["keyframe_interval_frames"], 50);
 
-    let superset: Value = s
-        .http
-        .get(s.url("/.well-known/agent-card.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let superset: Value = s.public(s.url("/.well-known/agent-card.json")).await;
     assert_eq!(superset["supportedInterfaces"], pure["supportedInterfaces"]);
     assert_eq!(
         superset["bindings"][0]["uri"],

@@ -105,6 +105,18 @@ impl TestServer {
         format!("ws://{}/agents/local/sessions/{sid}/attach", self.addr)
     }
 
+    /// GETs a public document (a card, the preflight) at a full URL as JSON.
+    pub async fn public(&self, url: String) -> Value {
+        self.http
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     /// Calls the API under `B` with a bearer token; returns the status and the JSON body
     /// (`null` when there is none).
     pub async fn call(&self, req: reqwest::RequestBuilder, token: &str) -> (u16, Value) {
