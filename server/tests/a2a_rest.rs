@@ -165,6 +165,24 @@ async fn message_stream_sends_the_task_then_its_updates_and_ends_at_the_terminal
 }
 
 #[tokio::test]
+async fn a_streamed_task_starts_from_its_first_state_however_fast_its_command() {
+    let s = TestServer::start(&[]).await;
+    for i in 0..10 {
+        let events = events(
+            &s,
+            "POST",
+            "/message:stream",
+            Some(send(&format!("echo fast-{i}"))),
+        )
+        .await;
+        let first = &events[0].1["task"];
+        assert_eq!(first["status"]["state"], "TASK_STATE_SUBMITTED", "{first}");
+        assert_eq!(first["artifacts"], json!([]), "{first}");
+        assert_eq!(summarize(&events).1, format!("fast-{i}\r\n"));
+    }
+}
+
+#[tokio::test]
 async fn concurrent_subscribers_see_the_same_events_in_the_same_order() {
     let s = TestServer::start(&[]).await;
     let mut req = send("sleep 0.5; for i in 1 2 3; do echo line-$i; sleep 0.1; done");

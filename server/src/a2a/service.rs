@@ -102,8 +102,27 @@ pub enum Sent {
 
 /// A started send: a task to follow, or a direct answer.
 enum Started {
-    Feed(Arc<Feed>),
+    Feed(Follow),
     Message(Message),
+}
+
+/// A started task's feed, and a subscription to it taken before its runner could announce
+/// anything: a stream of a new task starts from its first state.
+struct Follow {
+    feed: Arc<Feed>,
+    first: Task,
+    events: broadcast::Receiver<StreamResponse>,
+}
+
+impl Follow {
+    fn of(feed: Arc<Feed>) -> Follow {
+        let (first, events) = feed.subscribe();
+        Follow {
+            feed,
+            first,
+            events,
+        }
+    }
 }
 
 /// A task's stream: its snapshot first, then its events until it is terminal or interrupted.
@@ -224,7 +243,7 @@ impl TaskService {
     ) -> Result<Sent, A2aError> {
         let config = req.configuration.clone().unwrap_or_default();
         let feed = match self.start(who, req, false, via).await? {
-            Started::Feed(feed) => feed,
+            Started::Feed(follow) => follow.feed,
             Started::Message(m) => return Ok(Sent::Message(m)),
         };
         let mut snapshot = feed.snapshot.subscribe();
@@ -245,10 +264,7 @@ impl TaskService {
         via: Via<'_>,
     ) -> Result<TaskStream, A2aError> {
         match self.start(who, req, true, via).await? {
-            Started::Feed(feed) => {
-                let (first, events) = feed.subscribe();
-                Ok(TaskStream { first, events })
-            }
+            Started::Feed(Follow { first, events, .. }) => Ok(TaskStream { first, events }),
             Started::Message(_) => Err(A2aError::Internal),
         }
     }
@@ -389,12 +405,12 @@ impl TaskService {
         };
         let service = self.clone();
         let id = task.id.clone();
-        let feed = self
+        let follow = self
             .launch(&task, push, move |_, _| async move {
                 service.inner.live.lock().unwrap().remove(&id);
             })
             .await?;
-        Ok(Started::Feed(feed))
+        Ok(Started::Feed(follow))
     }
 
     /// Stores a push config and, while its task runs here, delivers the task's next events
@@ -416,17 +432,18 @@ impl TaskService {
         task: &Task,
         push: Option<Target>,
         runner: impl FnOnce(Arc<Feed>, watch::Receiver<bool>) -> F,
-    ) -> Result<Arc<Feed>, A2aError>
+    ) -> Result<Follow, A2aError>
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
         self.persist(task).await?;
         let (feed, cancel) = self.track(task);
+        let follow = Follow::of(feed.clone());
         if let Some(target) = push {
             self.attach(target).await?;
         }
-        tokio::spawn(runner(feed.clone(), cancel));
-        Ok(feed)
+        tokio::spawn(runner(feed, cancel));
+        Ok(follow)
     }
 
     /// CreateTaskPushNotificationConfig: the config as stored (with its id and token).
@@ -530,12 +547,12 @@ impl TaskService {
             }
         };
         let service = self.clone();
-        let feed = self
+        let follow = self
             .launch(&task.clone(), push, move |feed, cancel| {
                 service.play(task, steps, feed, cancel)
             })
             .await?;
-        Ok(Started::Feed(feed))
+        Ok(Started::Feed(follow))
     }
 
     /// Registers a running task: its feed, and the cancel signal its runner watches.
@@ -622,7 +639,7 @@ impl TaskService {
         task_id: String,
         push: Option<Target>,
         objects: Vec<commerce::object::Verified>,
-    ) -> Result<Arc<Feed>, A2aError> {
+    ) -> Result<Follow, A2aError> {
         let line = command_line(&message)?;
         let handle = match &message.context_id {
             Some(sid) => {
@@ -670,7 +687,7 @@ impl TaskService {
         };
         let (events, events_rx) = mpsc::unbounded_channel();
         let service = self.clone();
-        let feed = self
+        let follow = self
             .launch(&task.clone(), push, move |feed, cancel| {
                 service.run(task, events_rx, feed, cancel)
             })
@@ -690,7 +707,7 @@ impl TaskService {
         if let Some(Err(refusal)) = queued {
             tracing::warn!(task_id, reason = %refusal.message, "the session refused the task");
         }
-        Ok(feed)
+        Ok(follow)
     }
 
     /// A follow-up message for a task waiting for input: its text is typed as the answer.
@@ -700,7 +717,7 @@ impl TaskService {
         who: &Principal,
         mut message: Message,
         push: Option<Target>,
-    ) -> Result<Arc<Feed>, A2aError> {
+    ) -> Result<Follow, A2aError> {
         let task_id = message.task_id.clone().unwrap_or_default();
         let task = self.get(who, &task_id, None).await?;
         if task.status.state != TaskState::InputRequired {
@@ -750,7 +767,7 @@ impl TaskService {
             snapshot.wait_for(|t| t.history.iter().any(|m| m.message_id == message_id)),
         )
         .await;
-        Ok(feed)
+        Ok(Follow::of(feed))
     }
 
     /// Follows one task from its session's events to a terminal state.
