@@ -310,6 +310,33 @@ async fn binding_scenario_2_all_six_core_operations_round_trip() {
 }
 
 #[tokio::test]
+async fn a_required_extension_is_activated_through_service_parameters() {
+    const A202: &str = "https://schemas.a202.org/a2a-ext/commercial/0.1";
+    let s = TestServer::start(&["--a202-required"]).await;
+    let sid = shell(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    let id = c.send("SendMessage", text_message("true")).await;
+    let e = c.expect_op("Error").await;
+    assert_eq!(e["id"], id);
+    assert_eq!(
+        e["payload"]["a2a_error"]["details"][0]["reason"], "EXTENSION_SUPPORT_REQUIRED",
+        "{e}"
+    );
+    c.send(
+        "UpdateServiceParameters",
+        json!({ "service_parameters": { "a2a-extensions": [A202] } }),
+    )
+    .await;
+    c.expect_op("UpdateServiceParameters.Response").await;
+    c.send("SendMessage", text_message("true")).await;
+    let done = c.expect_op("SendMessage.Response").await;
+    assert_eq!(
+        done["payload"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+}
+
+#[tokio::test]
 async fn binding_scenario_13_trace_ids_from_the_first_frame_appear_on_every_task_event() {
     let s = TestServer::start(&[]).await;
     let sid = shell(&s).await;

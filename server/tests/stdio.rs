@@ -23,6 +23,11 @@ struct Parent {
 impl Parent {
     /// Spawns `ptyhost stdio ARGS` with a session id (or none) and a clean environment.
     fn spawn(session_id: Option<&str>, args: &[&str]) -> Parent {
+        Parent::spawn_env(session_id, args, &[])
+    }
+
+    /// `spawn`, with these variables set too.
+    fn spawn_env(session_id: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Parent {
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(bin());
         cmd.arg("stdio")
@@ -42,6 +47,7 @@ impl Parent {
         if let Some(id) = session_id {
             cmd.env("A2A_SESSION_ID", id);
         }
+        cmd.envs(env.iter().copied());
         let mut child = cmd.spawn().expect("ptyhost stdio starts");
         let stdin = child.stdin.take();
         let frames = FrameReader::new(child.stdout.take().unwrap(), 16 * 1024 * 1024);
@@ -55,7 +61,11 @@ impl Parent {
 
     /// Spawns with the conformance executor and completes the handshake.
     async fn ready(args: &[&str]) -> Parent {
-        let mut p = Parent::spawn(Some("sess-1"), args);
+        Parent::ready_env(args, &[]).await
+    }
+
+    async fn ready_env(args: &[&str], env: &[(&str, &str)]) -> Parent {
+        let mut p = Parent::spawn_env(Some("sess-1"), args, env);
         let hello = p.next().await;
         assert_eq!(hello["type"], "handshake");
         p.send(&json!({ "type": "handshakeAck", "sessionId": "sess-1", "selectVariant": "stdio-json", "accept": true }))
@@ -235,6 +245,20 @@ async fn stdio_cancel_stream_ends_the_stream_but_not_the_task() {
     // EOF is the shutdown signal.
     drop(p.stdin.take());
     assert_eq!(p.exit().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn a_required_extension_is_activated_by_the_a2a_sp_variable() {
+    const A202: &str = "https://schemas.a202.org/a2a-ext/commercial/0.1";
+    let args = ["--executor", "conformance", "--a202-required"];
+    let mut bare = Parent::ready(&args).await;
+    bare.request(json!(1), "ListTasks", json!({})).await;
+    let e = bare.until(&json!(1), |_| true).await.remove(0);
+    assert_eq!(e["error"]["code"], -32008, "{e}");
+    let mut activated = Parent::ready_env(&args, &[("A2A_SP_A2A_EXTENSIONS", A202)]).await;
+    activated.request(json!(1), "ListTasks", json!({})).await;
+    let ok = activated.until(&json!(1), |_| true).await.remove(0);
+    assert!(ok["result"]["tasks"].is_array(), "{ok}");
 }
 
 #[tokio::test]

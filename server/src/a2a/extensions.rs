@@ -61,13 +61,19 @@ pub fn activate(request: &HeaderMap, declared: &[Declared]) -> Result<Activation
         }
     }
     let uris = pick(named.iter().map(String::as_str), declared);
-    if let Some(missing) = declared
+    required(&uris, declared)?;
+    Ok(Activation { uris, headers })
+}
+
+/// ExtensionSupportRequired for the first declared `required` extension not in `uris`.
+fn required(uris: &[&'static str], declared: &[Declared]) -> Result<(), A2aError> {
+    match declared
         .iter()
         .find(|d| d.required && !uris.contains(&d.uri))
     {
-        return Err(A2aError::ExtensionSupportRequired(missing.uri.to_owned()));
+        Some(missing) => Err(A2aError::ExtensionSupportRequired(missing.uri.to_owned())),
+        None => Ok(()),
     }
-    Ok(Activation { uris, headers })
 }
 
 /// The declared URIs among `named`, in declaration order.
@@ -83,8 +89,12 @@ fn pick<'a>(
 }
 
 /// What a binding without headers activates through its service parameters (pty-ws,
-/// STDIO): `a2a-extensions` in any case, as a list or a comma-separated string.
-pub fn from_parameters(params: &Map<String, Value>, declared: &[Declared]) -> Vec<&'static str> {
+/// STDIO): `a2a-extensions` in any case, as a list or a comma-separated string. As with
+/// the header, a declared `required` extension left out is ExtensionSupportRequired.
+pub fn from_parameters(
+    params: &Map<String, Value>,
+    declared: &[Declared],
+) -> Result<Vec<&'static str>, A2aError> {
     let named: Vec<&str> = params
         .iter()
         .filter(|(k, _)| k.eq_ignore_ascii_case(HEADER))
@@ -95,7 +105,9 @@ pub fn from_parameters(params: &Map<String, Value>, declared: &[Declared]) -> Ve
         })
         .map(str::trim)
         .collect();
-    pick(named.iter().copied(), declared)
+    let uris = pick(named.iter().copied(), declared);
+    required(&uris, declared)?;
+    Ok(uris)
 }
 
 #[cfg(test)]
@@ -153,18 +165,24 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(
-            from_parameters(&params, &[OPTIONAL, REQUIRED]),
+            from_parameters(&params, &[OPTIONAL]).unwrap(),
             [OPTIONAL.uri]
         );
+        let err = from_parameters(&params, &[OPTIONAL, REQUIRED]).unwrap_err();
+        assert_eq!(err.reason(), "EXTENSION_SUPPORT_REQUIRED");
         let listed: Map<String, Value> = serde_json::from_value(serde_json::json!({
             "a2a-extensions": [REQUIRED.uri],
         }))
         .unwrap();
         assert_eq!(
-            from_parameters(&listed, &[OPTIONAL, REQUIRED]),
+            from_parameters(&listed, &[OPTIONAL, REQUIRED]).unwrap(),
             [REQUIRED.uri]
         );
-        assert!(from_parameters(&Map::new(), &[OPTIONAL]).is_empty());
+        assert!(
+            from_parameters(&Map::new(), &[OPTIONAL])
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

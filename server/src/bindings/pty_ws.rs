@@ -935,10 +935,21 @@ struct TaskContext {
 impl TaskContext {
     async fn run(self, op: TaskOp) {
         let tasks = &self.state.tasks;
-        let extensions = extensions::from_parameters(
+        let extensions = match extensions::from_parameters(
             &self.service_parameters,
             &card::extensions(tasks.commerce()),
-        );
+        ) {
+            Ok(uris) => uris,
+            Err(e) => {
+                if !matches!(op, TaskOp::Unsubscribe(_)) {
+                    let _ = self
+                        .frames
+                        .send(a2a_error_frame(&self.request_id, &e))
+                        .await;
+                }
+                return;
+            }
+        };
         let via = Via {
             version: Version::V1,
             extensions: &extensions,

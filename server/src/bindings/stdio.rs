@@ -310,11 +310,28 @@ fn while_open(streams: &Streams, key: &str, send: impl FnOnce()) -> bool {
     still
 }
 
+/// The extensions the parent activated (`A2A_SP_A2A_EXTENSIONS`), or why it may not call.
+type Activated = Arc<Result<Vec<&'static str>, A2aError>>;
+
+/// An A2A method, once the parent's activation allows it.
+async fn call(
+    tasks: &TaskService,
+    who: &Principal,
+    method: &str,
+    params: Value,
+    extensions: &Activated,
+) -> Result<Reply, A2aError> {
+    match extensions.as_ref() {
+        Ok(uris) => jsonrpc::call(tasks, who, method, params, uris).await,
+        Err(e) => Err(e.clone()),
+    }
+}
+
 /// Serves one parent over `input` and `output` until it leaves; returns the exit code.
 pub async fn serve<R, W>(
     tasks: TaskService,
     session_id: String,
-    extensions: Vec<&'static str>,
+    extensions: Result<Vec<&'static str>, A2aError>,
     max_body: usize,
     input: R,
     mut output: W,
@@ -348,9 +365,9 @@ where
     let mut reader = FrameReader::new(input, max_body);
     let code = match handshake(&mut reader, &session_id).await {
         Ok(VARIANT_PROTO) => {
-            session_proto(&mut reader, &out, &tasks, &session_id, extensions.into()).await
+            session_proto(&mut reader, &out, &tasks, &session_id, Arc::new(extensions)).await
         }
-        Ok(_) => session(&mut reader, &out, &tasks, &session_id, extensions.into()).await,
+        Ok(_) => session(&mut reader, &out, &tasks, &session_id, Arc::new(extensions)).await,
         Err(code) => code,
     };
     drop(out);
@@ -396,7 +413,7 @@ async fn session<R: AsyncRead + Unpin>(
     out: &Out,
     tasks: &TaskService,
     session_id: &str,
-    extensions: Arc<[&'static str]>,
+    extensions: Activated,
 ) -> u8 {
     let who = parent(session_id);
     let streams: Streams = Arc::default();
@@ -466,7 +483,7 @@ async fn session<R: AsyncRead + Unpin>(
             streams.lock().unwrap().insert(key.clone(), None);
         }
         let handle = running.spawn(async move {
-            match jsonrpc::call(&tasks, &who, &method, params, &extensions).await {
+            match call(&tasks, &who, &method, params, &extensions).await {
                 Ok(Reply::Value(v)) => out.result(&id, v),
                 Ok(Reply::Stream(stream, version)) => {
                     let shape = |e: StreamResponse| {
@@ -569,7 +586,7 @@ async fn session_proto<R: AsyncRead + Unpin>(
     out: &Out,
     tasks: &TaskService,
     session_id: &str,
-    extensions: Arc<[&'static str]>,
+    extensions: Activated,
 ) -> u8 {
     let who = parent(session_id);
     let streams: Streams = Arc::default();
@@ -645,7 +662,7 @@ async fn session_proto<R: AsyncRead + Unpin>(
                 stamp(&mut v, &out.mark);
                 proto::encode(type_name, &v)
             };
-            match jsonrpc::call(&tasks, &who, &method, params, &extensions).await {
+            match call(&tasks, &who, &method, params, &extensions).await {
                 Ok(Reply::Value(v)) => match encode(v, answer_type) {
                     Ok(bytes) => out.proto("response", &id, &bytes),
                     Err(e) => out.proto_error(&id, &A2aError::from(anyhow::anyhow!(e))),
