@@ -40,23 +40,28 @@ impl Activation {
     }
 }
 
+/// The URIs a header names: every instance of it, split at commas, trimmed. Requests
+/// name extensions this way and responses echo them this way (`A2A-Extensions`,
+/// `X-A2A-Extensions`, A202's `A202-Extensions`).
+pub fn listed(headers: &HeaderMap, name: &str) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// What a request activates of `declared`.
 pub fn activate(request: &HeaderMap, declared: &[Declared]) -> Result<Activation, A2aError> {
     let mut named = Vec::new();
     let mut headers = Vec::new();
     for header in [HEADER, LEGACY_HEADER] {
-        let mut present = false;
-        for value in request.get_all(header) {
-            present = true;
-            let text = value.to_str().unwrap_or("");
-            named.extend(
-                text.split(',')
-                    .map(str::trim)
-                    .filter(|u| !u.is_empty())
-                    .map(str::to_owned),
-            );
-        }
-        if present {
+        if request.contains_key(header) {
+            named.extend(listed(request, header));
             headers.push(header);
         }
     }

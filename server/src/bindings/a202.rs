@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use crate::a2a::extensions;
 use crate::auth::{Principal, Scope};
 use crate::commerce::{self, Carrier, Refusal};
 use crate::http::{ApiError, AppState, require};
@@ -39,16 +40,6 @@ fn refused(refusal: &Refusal) -> Response {
     (status, Json(refusal.body())).into_response()
 }
 
-/// Whether the request activates the extension in `A202-Extensions`.
-fn activated(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(commerce::HTTP_HEADER)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|uri| uri.trim() == commerce::URI)
-}
-
 /// `POST /a202/objects`: the body is one object's canonical bytes.
 pub async fn submit(
     State(state): State<AppState>,
@@ -62,7 +53,10 @@ pub async fn submit(
     if let Err(e) = commercial(&who, Scope::Control) {
         return e.into_response();
     }
-    if !activated(&headers) {
+    if !extensions::listed(&headers, commerce::HTTP_HEADER)
+        .iter()
+        .any(|uri| uri == commerce::URI)
+    {
         return refused(&Refusal::ExtensionUnsupported);
     }
     let mut resp = accept(&state, &headers, &body).await;

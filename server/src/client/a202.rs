@@ -8,6 +8,7 @@ use app::a2a::{Content, Message, Part, Role};
 use serde_json::{Value, json};
 
 use super::{ClientError, Policy, candidates, fetch_card, interfaces, with_policy};
+use crate::a2a::extensions;
 use crate::commerce::capability::{self, Supported, Unsupported, Versions};
 use crate::commerce::seal::{Signer, seal};
 use crate::commerce::{self, Refusal, object};
@@ -77,7 +78,11 @@ pub async fn run(args: A202Args) -> Result<u8> {
     } else {
         // Every request activates the extension (a card or preflight GET ignores it).
         let mut activation = reqwest::header::HeaderMap::new();
-        for name in ["a2a-extensions", "x-a2a-extensions", commerce::HTTP_HEADER] {
+        for name in [
+            extensions::HEADER,
+            extensions::LEGACY_HEADER,
+            commerce::HTTP_HEADER,
+        ] {
             activation.insert(
                 name,
                 reqwest::header::HeaderValue::from_static(commerce::URI),
@@ -238,11 +243,9 @@ impl Counterparty<'_> {
             Err(e) => return failed(ClientError::Transport(e.to_string())),
         };
         let status = resp.status();
-        let echoed = resp
-            .headers()
-            .get(commerce::HTTP_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.split(',').any(|u| u.trim() == commerce::URI));
+        let echoed = extensions::listed(resp.headers(), commerce::HTTP_HEADER)
+            .iter()
+            .any(|u| u == commerce::URI);
         let body: Value = resp.json().await.unwrap_or(Value::Null);
         match (status.as_u16(), echoed) {
             (202, true) => Outcome::Done(json!({ "outcome": "accepted", "status": 202 })),

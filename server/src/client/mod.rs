@@ -10,7 +10,7 @@ pub mod watch;
 use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-use crate::a2a::{Version, v03};
+use crate::a2a::{Version, extensions, v03};
 
 /// Which protocol versions a client may use (seed 002).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,13 +286,9 @@ impl Connection {
         params: Value,
     ) -> Result<(Value, Vec<String>), ClientError> {
         let echoed = |resp: &reqwest::Response| -> Vec<String> {
-            ["a2a-extensions", "x-a2a-extensions"]
+            [extensions::HEADER, extensions::LEGACY_HEADER]
                 .iter()
-                .flat_map(|name| resp.headers().get_all(*name))
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .map(|u| u.trim().to_owned())
-                .filter(|u| !u.is_empty())
+                .flat_map(|name| extensions::listed(resp.headers(), name))
                 .collect()
         };
         match self.iface.binding {
