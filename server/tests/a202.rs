@@ -630,6 +630,24 @@ async fn valid_extension_declaration_lets_the_client_send_over_both_carriers() {
         .map(|o| o["carrier"].as_str().unwrap())
         .collect();
     assert_eq!(carriers, ["a2a", "https"]);
+    // A refusal over A2A names its code: tampered after sealing, the hash no longer fits.
+    let mut tampered = second.clone();
+    tampered["id"] = json!("off_rack_cli_03");
+    std::fs::write(&file, tampered.to_string()).unwrap();
+    let (code, out) = a202_cli(&[
+        "send",
+        &base,
+        file.to_str().unwrap(),
+        "--token",
+        ADMIN,
+        "--json",
+    ])
+    .await;
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["code"],
+        "A202-EVIDENCE-HASH-MISMATCH"
+    );
 }
 
 #[tokio::test]

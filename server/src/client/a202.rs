@@ -290,29 +290,26 @@ fn origin(url: &str) -> String {
 
 /// A code the counterparty sent, as one of ours (anything else is reported as refused).
 fn registered(code: &str) -> &'static str {
-    [
-        Unsupported::CODE,
-        "A202-HASH-FORMAT-INVALID",
-        "A202-EVIDENCE-HASH-MISMATCH",
-        "A202-EVIDENCE-SIGNATURE-INVALID",
-        "A202-ANNOTATION-FORGED",
-        "A202-STREAM-MISMATCH",
-        "A202-SEQUENCE-CONFLICT",
-        "A202-ENDPOINT-INSECURE",
-    ]
-    .into_iter()
-    .find(|c| *c == code)
-    .unwrap_or("refused")
+    commerce::CODES
+        .into_iter()
+        .find(|c| *c == code)
+        .unwrap_or("refused")
 }
 
-/// A carrier failure after the check: the A202 code an A2A error names, or the error.
+/// A carrier failure after the check: the A202 code the A2A error's ErrorInfo names, or
+/// the error.
 fn failed(e: ClientError) -> Outcome {
-    let message = e.to_string();
-    let code = message
-        .split(|c: char| c.is_whitespace() || c == ':')
-        .find(|w| w.starts_with("A202-"))
-        .map_or("refused", registered);
-    Outcome::Refused { code, message }
+    let code = match &e {
+        ClientError::A2a { metadata, .. } => metadata
+            .get("a202_code")
+            .and_then(Value::as_str)
+            .map_or("refused", registered),
+        _ => "refused",
+    };
+    Outcome::Refused {
+        code,
+        message: e.to_string(),
+    }
 }
 
 fn report(outcome: Outcome, json_out: bool) -> u8 {

@@ -72,8 +72,14 @@ pub enum ClientError {
     Card(String),
     #[error("no interface fits: {0}")]
     NoInterface(String),
+    /// An A2A error: its reason, message, and the metadata of its ErrorInfo (an
+    /// extension's details travel there, e.g. `a202_code`).
     #[error("{reason}: {message}")]
-    A2a { reason: String, message: String },
+    A2a {
+        reason: String,
+        message: String,
+        metadata: serde_json::Map<String, Value>,
+    },
     #[error("HTTP {0}: {1}")]
     Http(u16, String),
     #[error("transport: {0}")]
@@ -83,6 +89,24 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// An A2A error with no ErrorInfo metadata.
+    pub fn a2a(reason: &str, message: impl Into<String>) -> ClientError {
+        ClientError::A2a {
+            reason: reason.to_owned(),
+            message: message.into(),
+            metadata: serde_json::Map::new(),
+        }
+    }
+
+    /// An A2A error as an ErrorInfo describes it.
+    fn from_error_info(reason: String, message: &Value, info: &Value) -> ClientError {
+        ClientError::A2a {
+            reason,
+            message: message.as_str().unwrap_or("").to_owned(),
+            metadata: info["metadata"].as_object().cloned().unwrap_or_default(),
+        }
+    }
+
     /// The only error that may make `auto` fall back to 0.3.
     pub fn version_not_supported(&self) -> bool {
         matches!(self, ClientError::A2a { reason, .. } if reason == "VERSION_NOT_SUPPORTED")
@@ -410,10 +434,10 @@ impl Connection {
     /// ListTasks (1.0 only: 0.3 had none).
     pub async fn list(&self, context_id: Option<&str>) -> Result<Value, ClientError> {
         if self.iface.version == Version::V03 {
-            return Err(ClientError::A2a {
-                reason: "UNSUPPORTED_OPERATION".into(),
-                message: "A2A 0.3 has no ListTasks; use --a2a-protocol 1.0".into(),
-            });
+            return Err(ClientError::a2a(
+                "UNSUPPORTED_OPERATION",
+                "A2A 0.3 has no ListTasks; use --a2a-protocol 1.0",
+            ));
         }
         let mut params = json!({});
         let mut path = "/tasks".to_owned();
@@ -578,10 +602,11 @@ fn rpc_result(v: Value) -> Result<Value, ClientError> {
             .as_str()
             .map(str::to_owned)
             .unwrap_or_else(|| reason_of_code(e["code"].as_i64()));
-        return Err(ClientError::A2a {
+        return Err(ClientError::from_error_info(
             reason,
-            message: e["message"].as_str().unwrap_or("").to_owned(),
-        });
+            &e["message"],
+            &e["data"][0],
+        ));
     }
     v.get("result")
         .cloned()
@@ -615,10 +640,11 @@ fn reason_of_code(code: Option<i64>) -> String {
 /// A google.rpc.Status body (or anything else) as an error.
 fn status_error(status: u16, body: &Value) -> ClientError {
     match body["error"]["details"][0]["reason"].as_str() {
-        Some(reason) => ClientError::A2a {
-            reason: reason.to_owned(),
-            message: body["error"]["message"].as_str().unwrap_or("").to_owned(),
-        },
+        Some(reason) => ClientError::from_error_info(
+            reason.to_owned(),
+            &body["error"]["message"],
+            &body["error"]["details"][0],
+        ),
         None => ClientError::Http(status, body.to_string()),
     }
 }
@@ -837,20 +863,11 @@ mod tests {
 
     #[test]
     fn only_version_not_supported_makes_auto_fall_back() {
-        let vns = ClientError::A2a {
-            reason: "VERSION_NOT_SUPPORTED".into(),
-            message: String::new(),
-        };
+        let vns = ClientError::a2a("VERSION_NOT_SUPPORTED", "");
         assert!(vns.version_not_supported());
         for other in [
-            ClientError::A2a {
-                reason: "UNAUTHENTICATED".into(),
-                message: String::new(),
-            },
-            ClientError::A2a {
-                reason: "TASK_NOT_FOUND".into(),
-                message: String::new(),
-            },
+            ClientError::a2a("UNAUTHENTICATED", ""),
+            ClientError::a2a("TASK_NOT_FOUND", ""),
             ClientError::Http(503, String::new()),
             ClientError::Transport("timeout".into()),
         ] {

@@ -63,10 +63,10 @@ impl StdioAgent {
         let ack = json!({ "type": "handshakeAck", "sessionId": session_id, "selectVariant": VARIANT_JSON, "accept": accept });
         let _ = stdin.write_all(&frame(ack.to_string().as_bytes())).await;
         if !accept {
-            return Err(ClientError::A2a {
-                reason: "VERSION_NOT_SUPPORTED".into(),
-                message: format!("the agent's handshake does not fit: {hello}"),
-            });
+            return Err(ClientError::a2a(
+                "VERSION_NOT_SUPPORTED",
+                format!("the agent's handshake does not fit: {hello}"),
+            ));
         }
         let pending: Pending = Arc::default();
         let routes = pending.clone();

@@ -56,18 +56,38 @@ pub enum Refusal {
     EndpointInsecure,
 }
 
+const HASH_FORMAT: &str = "A202-HASH-FORMAT-INVALID";
+const HASH_MISMATCH: &str = "A202-EVIDENCE-HASH-MISMATCH";
+const SIGNATURE_INVALID: &str = "A202-EVIDENCE-SIGNATURE-INVALID";
+const ANNOTATION_FORGED: &str = "A202-ANNOTATION-FORGED";
+const STREAM_MISMATCH: &str = "A202-STREAM-MISMATCH";
+const SEQUENCE_CONFLICT: &str = "A202-SEQUENCE-CONFLICT";
+const ENDPOINT_INSECURE: &str = "A202-ENDPOINT-INSECURE";
+
+/// Every registry code a refusal here carries.
+pub const CODES: [&str; 8] = [
+    capability::Unsupported::CODE,
+    HASH_FORMAT,
+    HASH_MISMATCH,
+    SIGNATURE_INVALID,
+    ANNOTATION_FORGED,
+    STREAM_MISMATCH,
+    SEQUENCE_CONFLICT,
+    ENDPOINT_INSECURE,
+];
+
 impl Refusal {
     pub fn code(&self) -> Option<&'static str> {
         Some(match self {
             Refusal::ExtensionUnsupported => capability::Unsupported::CODE,
             Refusal::Kernel(_) => return None,
-            Refusal::HashFormat => "A202-HASH-FORMAT-INVALID",
-            Refusal::HashMismatch { .. } => "A202-EVIDENCE-HASH-MISMATCH",
-            Refusal::SignatureInvalid(_) => "A202-EVIDENCE-SIGNATURE-INVALID",
-            Refusal::AnnotationForged => "A202-ANNOTATION-FORGED",
-            Refusal::StreamMismatch(_) => "A202-STREAM-MISMATCH",
-            Refusal::SequenceConflict { .. } => "A202-SEQUENCE-CONFLICT",
-            Refusal::EndpointInsecure => "A202-ENDPOINT-INSECURE",
+            Refusal::HashFormat => HASH_FORMAT,
+            Refusal::HashMismatch { .. } => HASH_MISMATCH,
+            Refusal::SignatureInvalid(_) => SIGNATURE_INVALID,
+            Refusal::AnnotationForged => ANNOTATION_FORGED,
+            Refusal::StreamMismatch(_) => STREAM_MISMATCH,
+            Refusal::SequenceConflict { .. } => SEQUENCE_CONFLICT,
+            Refusal::EndpointInsecure => ENDPOINT_INSECURE,
         })
     }
 
