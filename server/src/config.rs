@@ -429,52 +429,6 @@ fn parse_scope(s: &str) -> Result<Scope, String> {
     s.parse()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn serve_defaults_match_the_interface_contract() {
-        let Cli {
-            command: Some(Command::Serve(a)),
-        } = Cli::parse_from(["ptyhost", "serve"])
-        else {
-            panic!("serve expected")
-        };
-        assert_eq!(a.listen.to_string(), "127.0.0.1:3000");
-        assert_eq!(a.store.data_dir, PathBuf::from("./data"));
-        assert_eq!(a.instance_id, "local");
-        let s = a.settings().unwrap();
-        assert_eq!(
-            (
-                s.replay_frames,
-                s.replay_retention.as_secs(),
-                s.keyframe_frames
-            ),
-            (1000, 86400, 100)
-        );
-        assert_eq!((s.max_controllers, s.max_observers), (1, 32));
-        assert_eq!(a.heartbeat().unwrap().1, Duration::from_secs(90));
-    }
-
-    #[test]
-    fn inconsistent_heartbeat_is_refused() {
-        let Some(Command::Serve(a)) = Cli::parse_from([
-            "ptyhost",
-            "serve",
-            "--heartbeat-interval",
-            "5",
-            "--heartbeat-timeout",
-            "2",
-        ])
-        .command
-        else {
-            panic!()
-        };
-        assert!(a.settings().is_err());
-    }
-}
-
 #[derive(Debug, Clone, Args)]
 pub struct A202Args {
     /// How the counterparty is reached: a2a (its AgentCard declares the extension) or https
@@ -551,5 +505,51 @@ impl A202Algorithm {
             A202Algorithm::Es256 => crate::commerce::keys::Algorithm::Es256,
             A202Algorithm::Eddsa => crate::commerce::keys::Algorithm::EdDsa,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serve_defaults_match_the_interface_contract() {
+        let Cli {
+            command: Some(Command::Serve(a)),
+        } = Cli::parse_from(["ptyhost", "serve"])
+        else {
+            panic!("serve expected")
+        };
+        assert_eq!(a.listen.to_string(), "127.0.0.1:3000");
+        assert_eq!(a.store.data_dir, PathBuf::from("./data"));
+        assert_eq!(a.instance_id, "local");
+        let s = a.settings().unwrap();
+        assert_eq!(
+            (
+                s.replay_frames,
+                s.replay_retention.as_secs(),
+                s.keyframe_frames
+            ),
+            (1000, 86400, 100)
+        );
+        assert_eq!((s.max_controllers, s.max_observers), (1, 32));
+        assert_eq!(a.heartbeat().unwrap().1, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn inconsistent_heartbeat_is_refused() {
+        let Some(Command::Serve(a)) = Cli::parse_from([
+            "ptyhost",
+            "serve",
+            "--heartbeat-interval",
+            "5",
+            "--heartbeat-timeout",
+            "2",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        assert!(a.settings().is_err());
     }
 }

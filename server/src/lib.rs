@@ -364,7 +364,6 @@ pub async fn token_command(args: TokenArgs) -> Result<()> {
     Ok(())
 }
 
-/// `ptyhost a2a …`: the A2A client on the command line.
 /// `ptyhost a202`: 0 when the check (and submission) passed, 1 when refused, 2 on error.
 pub async fn a202_command(args: config::A202Args) -> u8 {
     init_tracing("warn");
@@ -377,6 +376,7 @@ pub async fn a202_command(args: config::A202Args) -> u8 {
     }
 }
 
+/// `ptyhost a2a …`: the A2A client on the command line.
 pub async fn a2a_command(args: config::A2aArgs) -> Result<()> {
     use client::{Binding, ClientError, Connection, Policy, with_policy};
     use config::A2aOp;

@@ -50,16 +50,6 @@ pub struct Via<'a> {
     pub extensions: &'a [&'static str],
 }
 
-impl Via<'static> {
-    /// A request that activated no extension.
-    pub fn plain(version: Version) -> Via<'static> {
-        Via {
-            version,
-            extensions: &[],
-        }
-    }
-}
-
 /// An A2A error, independent of the binding that reports it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum A2aError {

@@ -382,9 +382,12 @@ impl TaskService {
     ) -> Result<Started, A2aError> {
         let receipts = self.receive(objects).await?;
         let context_id = bind(&mut message, &task_id);
-        let mut part = Part::text(String::new());
-        part.content = Content::Data(json!({ "receipts": receipts }));
-        part.media_type = Some("application/json".into());
+        let part = Part {
+            content: Content::Data(json!({ "receipts": receipts })),
+            media_type: Some("application/json".into()),
+            filename: None,
+            metadata: None,
+        };
         let task = Task {
             id: task_id,
             context_id,

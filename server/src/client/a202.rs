@@ -31,7 +31,6 @@ impl From<Refusal> for Outcome {
 
 /// Runs the command; the exit code is 0 when it passed and 1 when it was refused.
 pub async fn run(args: A202Args) -> Result<u8> {
-    let local = args.versions.local()?;
     let (url, file) = match args.op {
         A202Op::Check { url } => (url, None),
         A202Op::Send { url, file } => (url, Some(file)),
@@ -73,6 +72,7 @@ pub async fn run(args: A202Args) -> Result<u8> {
             return Ok(0);
         }
     };
+    let local = args.versions.local()?;
     let outcome = if insecure(&url)? {
         Outcome::from(Refusal::EndpointInsecure)
     } else {
@@ -179,9 +179,12 @@ impl Counterparty<'_> {
     /// One raw part with the object's canonical bytes and its transaction in the message's
     /// extension payload; the agent must echo the activation.
     async fn over_a2a(&self, card: &Value, object: &Value, bytes: Vec<u8>) -> Outcome {
-        let mut part = Part::text(String::new());
-        part.content = Content::Raw(bytes);
-        part.media_type = Some(commerce::MEDIA_TYPE.into());
+        let part = Part {
+            content: Content::Raw(bytes),
+            media_type: Some(commerce::MEDIA_TYPE.into()),
+            filename: None,
+            metadata: None,
+        };
         let mut metadata = serde_json::Map::new();
         metadata.insert(
             commerce::URI.into(),

@@ -16,8 +16,9 @@ pub struct Screen {
     owed_blank: bool,
 }
 
-/// Held plain output beyond this is fed even without a screenful to skip.
-const HOLD_LIMIT: usize = 1 << 20;
+/// Held plain output beyond this is fed even without a screenful to skip (each chunk
+/// looks for a cut from the end of what is held, so the bound also bounds that scan).
+const HOLD_LIMIT: usize = 256 << 10;
 
 impl Screen {
     pub fn new(cols: u16, rows: u16) -> Screen {
@@ -239,7 +240,7 @@ impl Tracker {
                 // prints; either way a following byte is read afresh.
                 _ => self.byte(b'A', rows),
             }
-            if b < 0x80 || b >= 0xc0 {
+            if !(0x80..0xc0).contains(&b) {
                 self.step(b, rows);
             }
             return;
