@@ -9,6 +9,8 @@
 //! protocol work only; ptyhost also authenticates every request and persists every task
 //! transition in SQLite, the baseline keeps tasks in memory without auth.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -76,17 +78,7 @@ impl Target {
 
     /// Resident memory of the server process, in MiB.
     fn rss_mib(&self) -> f64 {
-        let Some(pid) = self.child.id() else {
-            return 0.0;
-        };
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            })
-            .map_or(0.0, |kb| kb / 1024.0)
+        self.child.id().map_or(0.0, common::rss_mib)
     }
 }
 

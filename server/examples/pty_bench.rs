@@ -11,6 +11,8 @@
 //!
 //! PTYHOST_BIN defaults to the release binary beside this example.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -23,6 +25,8 @@ use server::sessions::pty;
 use tokio::io::AsyncBufReadExt;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use common::rss_mib;
 
 const TOKEN: &str = "bench-admin-token";
 const ECHO_ROUNDS: usize = 500;
@@ -587,16 +591,4 @@ fn cpu_secs(pid: u32) -> f64 {
             Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
         })
         .unwrap_or(0.0)
-}
-
-/// Resident memory of the process, in MiB.
-fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
 }
