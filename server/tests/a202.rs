@@ -568,6 +568,26 @@ async fn a202_cli(args: &[&str]) -> (i32, String) {
     )
 }
 
+/// `ptyhost a202 --carrier CARRIER send BASE FILE` as the admin: the exit code and the
+/// JSON it prints.
+async fn cli_send(carrier: &str, base: &str, file: &std::path::Path) -> (i32, Value) {
+    let (code, out) = a202_cli(&[
+        "--carrier",
+        carrier,
+        "send",
+        base,
+        file.to_str().unwrap(),
+        "--token",
+        ADMIN,
+        "--json",
+    ])
+    .await;
+    (
+        code,
+        serde_json::from_str(&out).unwrap_or(Value::String(out)),
+    )
+}
+
 #[tokio::test]
 async fn valid_extension_declaration_lets_the_client_send_over_both_carriers() {
     let m = Market::open(&[]).await;
@@ -587,18 +607,9 @@ async fn valid_extension_declaration_lets_the_client_send_over_both_carriers() {
     let offer: Value =
         serde_json::from_slice(&m.offer("off_rack_cli_01", "txn_rack_cli_01")).unwrap();
     std::fs::write(&file, serde_json::to_vec_pretty(&offer).unwrap()).unwrap();
-    let (code, out) = a202_cli(&[
-        "send",
-        &base,
-        file.to_str().unwrap(),
-        "--token",
-        ADMIN,
-        "--json",
-    ])
-    .await;
+    let (code, out) = cli_send("a2a", &base, &file).await;
     assert_eq!(code, 0, "{out}");
-    let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["receipts"][0]["sequence"], 1, "{v}");
+    assert_eq!(out["receipts"][0]["sequence"], 1, "{out}");
     let mut second = offer.clone();
     second["id"] = json!("off_rack_cli_02");
     second["signatures"] = json!([]);
@@ -609,19 +620,9 @@ async fn valid_extension_declaration_lets_the_client_send_over_both_carriers() {
     )
     .unwrap();
     std::fs::write(&file, second.to_string()).unwrap();
-    let (code, out) = a202_cli(&[
-        "--carrier",
-        "https",
-        "send",
-        &base,
-        file.to_str().unwrap(),
-        "--token",
-        ADMIN,
-        "--json",
-    ])
-    .await;
+    let (code, out) = cli_send("https", &base, &file).await;
     assert_eq!(code, 0, "{out}");
-    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["status"], 202);
+    assert_eq!(out["status"], 202);
     let stream = m.stream("txn_rack_cli_01").await;
     let carriers: Vec<&str> = stream["objects"]
         .as_array()
@@ -634,20 +635,9 @@ async fn valid_extension_declaration_lets_the_client_send_over_both_carriers() {
     let mut tampered = second.clone();
     tampered["id"] = json!("off_rack_cli_03");
     std::fs::write(&file, tampered.to_string()).unwrap();
-    let (code, out) = a202_cli(&[
-        "send",
-        &base,
-        file.to_str().unwrap(),
-        "--token",
-        ADMIN,
-        "--json",
-    ])
-    .await;
+    let (code, out) = cli_send("a2a", &base, &file).await;
     assert_eq!(code, 1, "{out}");
-    assert_eq!(
-        serde_json::from_str::<Value>(&out).unwrap()["code"],
-        "A202-EVIDENCE-HASH-MISMATCH"
-    );
+    assert_eq!(out["code"], "A202-EVIDENCE-HASH-MISMATCH");
 }
 
 #[tokio::test]
