@@ -38,7 +38,7 @@ const FAREWELL_WAIT: Duration = Duration::from_secs(10);
 const MAX_OUTPUT_FRAME: usize = 64 * 1024;
 /// A read this large filled the terminal's buffer (4 KiB): more output is on its way.
 const FULL_READ: usize = 4000;
-/// How long a flood's frame waits for more output.
+/// How long a flood's frame that is not full yet waits for more output, once.
 const GATHER: Duration = Duration::from_millis(1);
 /// The hot ring's byte bound (frames beyond it are served from the store).
 const RING_BYTES: usize = 16 * 1024 * 1024;
@@ -51,6 +51,8 @@ const KEYFRAME_REQUEST_INTERVAL: Duration = Duration::from_secs(1);
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
 /// A running command silent this long while blocked reading the terminal needs input.
 const INPUT_IDLE: Duration = Duration::from_millis(800);
+/// How long the write-behind lets frames gather before it writes them.
+const BATCH_WINDOW: Duration = Duration::from_millis(5);
 /// Retention is enforced at least this often, and after every `replay_frames` frames.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -1062,34 +1064,36 @@ impl Actor {
     }
 }
 
-/// Persists frames in batches (whatever queued up while the last batch was written), the
-/// session's size and its close; prunes frames outside both retention bounds.
-/// One output frame: `first` and what follows it at once, up to `MAX_OUTPUT_FRAME`. A
-/// read that filled the terminal's buffer says a flood is on: then the frame also waits up
-/// to `GATHER` for more, so a flood goes out in large frames rather than thousands of
-/// small ones (each is numbered, retained, persisted and sent). Interactive output (an
-/// echo, a prompt) does not fill the buffer and goes at once.
+/// One output frame: `first` and whatever already followed it, up to `MAX_OUTPUT_FRAME`. A
+/// read that filled the terminal's buffer says a flood is on: then, if the frame is not
+/// full yet, it waits `GATHER` once and takes what arrived meanwhile, so a flood goes out in
+/// large frames (each is numbered, retained, persisted and sent) and wakes the actor once a
+/// frame rather than once a 4 KiB read. Interactive output (an echo, a prompt) does not
+/// fill the buffer and goes at once.
 async fn gather(first: Bytes, more: &mut mpsc::Receiver<Bytes>) -> Vec<u8> {
     let flooding = first.len() >= FULL_READ;
     let mut data = first.to_vec();
-    let deadline = Instant::now() + GATHER;
-    while data.len() < MAX_OUTPUT_FRAME {
-        let next = match more.try_recv() {
-            Ok(chunk) => Some(chunk),
-            Err(_) if flooding => tokio::time::timeout_at(deadline, more.recv())
-                .await
-                .ok()
-                .flatten(),
-            Err(_) => None,
-        };
-        match next {
-            Some(chunk) => data.extend_from_slice(&chunk),
-            None => break,
-        }
+    take_queued(&mut data, more);
+    if flooding && data.len() < MAX_OUTPUT_FRAME {
+        tokio::time::sleep(GATHER).await;
+        take_queued(&mut data, more);
     }
     data
 }
 
+fn take_queued(data: &mut Vec<u8>, more: &mut mpsc::Receiver<Bytes>) {
+    while data.len() < MAX_OUTPUT_FRAME {
+        match more.try_recv() {
+            Ok(chunk) => data.extend_from_slice(&chunk),
+            Err(_) => break,
+        }
+    }
+}
+
+/// Persists frames in batches, the session's size and its close; prunes frames outside both
+/// retention bounds. A batch is what queued up within `BATCH_WINDOW` of its first frame (or
+/// while the last batch was written): typing then costs one transaction per burst, written
+/// after its echo went out rather than beside it.
 async fn write_behind(
     store: Store,
     id: String,
@@ -1101,6 +1105,9 @@ async fn write_behind(
     let mut last_prune = Instant::now();
     let mut since_prune = 0usize;
     while let Some(first) = rx.recv().await {
+        if matches!(first, Persist::Frame(_)) {
+            tokio::time::sleep(BATCH_WINDOW).await;
+        }
         let mut ops = vec![first];
         while ops.len() < 1024 {
             match rx.try_recv() {
