@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use bytes::Bytes;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row, SqlitePool};
 
@@ -59,21 +60,30 @@ pub struct NewToken<'a> {
     pub expires_at: Option<i64>,
 }
 
-/// A frame to persist: the exact envelope bytes sent to clients.
-pub struct NewFrame {
+/// One broadcast frame of a session as retained for replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frame {
     pub sequence: u64,
-    pub kind: &'static str,
     pub created_at: i64,
-    pub frame: bytes::Bytes,
+    pub body: FrameBody,
 }
 
-/// One broadcast frame as persisted: its sequence, kind and exact envelope text.
+/// Output keeps its PTY bytes and the id of the envelope it went out under (its JSON text
+/// is rendered again on replay); every other frame keeps its exact envelope text.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StoredFrame {
-    pub sequence: u64,
-    pub kind: String,
-    pub created_at: i64,
-    pub frame: String,
+pub enum FrameBody {
+    Output { envelope_id: String, data: Bytes },
+    Envelope { kind: String, text: Bytes },
+}
+
+impl Frame {
+    /// The bytes it holds, for the ring's byte bound.
+    pub fn size(&self) -> usize {
+        match &self.body {
+            FrameBody::Output { data, .. } => data.len(),
+            FrameBody::Envelope { text, .. } => text.len(),
+        }
+    }
 }
 
 impl Store {
@@ -285,20 +295,31 @@ impl Store {
     // ---- frames ----
 
     /// Appends frames in one transaction and records the session's last sequence.
-    pub async fn insert_frames(&self, session_id: &str, frames: &[NewFrame]) -> Result<()> {
+    pub async fn insert_frames(&self, session_id: &str, frames: &[Frame]) -> Result<()> {
         let Some(last) = frames.last() else {
             return Ok(());
         };
         let mut tx = self.pool.begin().await?;
         for f in frames {
+            let (kind, text, envelope_id, data) = match &f.body {
+                FrameBody::Output { envelope_id, data } => {
+                    ("Output", None, Some(envelope_id.as_str()), Some(&data[..]))
+                }
+                FrameBody::Envelope { kind, text } => {
+                    (kind.as_str(), Some(std::str::from_utf8(text)?), None, None)
+                }
+            };
             sqlx::query(
-                "INSERT INTO frames (session_id, sequence, kind, created_at, frame) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO frames (session_id, sequence, kind, created_at, frame, envelope_id, data)
+                 VALUES (?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(session_id)
             .bind(f.sequence as i64)
-            .bind(f.kind)
+            .bind(kind)
             .bind(f.created_at)
-            .bind(std::str::from_utf8(&f.frame)?)
+            .bind(text)
+            .bind(envelope_id)
+            .bind(data)
             .execute(&mut *tx)
             .await?;
         }
@@ -318,9 +339,9 @@ impl Store {
         session_id: &str,
         after: u64,
         before: u64,
-    ) -> Result<Vec<StoredFrame>> {
+    ) -> Result<Vec<Frame>> {
         let rows = sqlx::query(
-            "SELECT sequence, kind, created_at, frame FROM frames
+            "SELECT sequence, kind, created_at, frame, envelope_id, data FROM frames
              WHERE session_id = ? AND sequence > ? AND sequence < ? ORDER BY sequence",
         )
         .bind(session_id)
@@ -332,9 +353,9 @@ impl Store {
     }
 
     /// The last keyframe of a session and every frame after it (all frames if it has none).
-    pub async fn frames_from_last_keyframe(&self, session_id: &str) -> Result<Vec<StoredFrame>> {
+    pub async fn frames_from_last_keyframe(&self, session_id: &str) -> Result<Vec<Frame>> {
         let rows = sqlx::query(
-            "SELECT sequence, kind, created_at, frame FROM frames WHERE session_id = ?
+            "SELECT sequence, kind, created_at, frame, envelope_id, data FROM frames WHERE session_id = ?
              AND sequence >= COALESCE((SELECT MAX(sequence) FROM frames
                                        WHERE session_id = ? AND kind = 'Keyframe'), 0)
              ORDER BY sequence",
@@ -745,11 +766,22 @@ fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
     })
 }
 
-fn stored_frame(r: &sqlx::sqlite::SqliteRow) -> StoredFrame {
-    StoredFrame {
+fn stored_frame(r: &sqlx::sqlite::SqliteRow) -> Frame {
+    let body = match r.get::<Option<Vec<u8>>, _>("data") {
+        Some(data) => FrameBody::Output {
+            envelope_id: r
+                .get::<Option<String>, _>("envelope_id")
+                .unwrap_or_default(),
+            data: Bytes::from(data),
+        },
+        None => FrameBody::Envelope {
+            kind: r.get("kind"),
+            text: Bytes::from(r.get::<Option<String>, _>("frame").unwrap_or_default()),
+        },
+    };
+    Frame {
         sequence: r.get::<i64, _>("sequence") as u64,
-        kind: r.get("kind"),
         created_at: r.get("created_at"),
-        frame: r.get("frame"),
+        body,
     }
 }

@@ -770,7 +770,7 @@ async fn replay_survives_a_server_restart_and_a_crash() {
         let mut c = s.attach(&sid, ADMIN).await;
         c.join("controller").await;
         c.input("persisted line\n").await;
-        c.output_until("persisted line\r\npersisted line").await;
+        let live = c.output_until("persisted line\r\npersisted line").await;
         if crash {
             tokio::time::sleep(Duration::from_millis(300)).await; // the write-behind interval
             s.kill().await;
@@ -799,6 +799,10 @@ async fn replay_survives_a_server_restart_and_a_crash() {
             text.contains("persisted line\r\npersisted line"),
             "crash={crash}: {text:?}"
         );
+        // Output is stored as its bytes: the replay renders each envelope as it went out.
+        for f in live.iter().filter(|f| kind(f) == "Output") {
+            assert!(frames.contains(f), "crash={crash}: {f} not replayed as sent");
+        }
         assert_eq!(frames.iter().filter(|f| kind(f) == "Closed").count(), 1);
         let keyframe = frames.iter().rev().find(|f| kind(f) == "Keyframe").unwrap();
         assert!(String::from_utf8_lossy(&snapshot(keyframe)).contains("persisted line"));

@@ -34,7 +34,7 @@ use crate::http::{ApiError, AppState, auth_error, header_bearer, refuse_query_to
 use crate::limits::SessionSlot;
 use crate::sessions::host;
 use crate::sessions::{
-    self, Command, JoinRequest, Joined, Outbound, Refusal, Replay, SessionHandle,
+    self, Command, JoinRequest, Joined, Outbound, Refusal, Replay, SessionHandle, envelope,
 };
 
 /// Largest client frame accepted.
@@ -843,11 +843,11 @@ impl Connection {
                         .await
                         .map_err(|e| tracing::error!(error = %e, "reading replay failed"))?;
                     for f in frames {
-                        self.send(sink, f.frame).await?;
+                        self.send_bytes(sink, envelope(&f)).await?;
                     }
                 }
-                for json in ring {
-                    self.send_bytes(sink, json).await?;
+                for f in ring {
+                    self.send_bytes(sink, envelope(&f)).await?;
                 }
             }
         }
@@ -889,7 +889,7 @@ impl Connection {
                 None => store.frames_from_last_keyframe(sid).await?,
             };
             for f in frames {
-                self.send(sink, f.frame)
+                self.send_bytes(sink, envelope(&f))
                     .await
                     .map_err(|()| anyhow::anyhow!("send failed"))?;
             }

@@ -10,8 +10,8 @@ use super::Resumed;
 use super::host::Host;
 use crate::audit::{self, Audit};
 use app::wire::{
-    self, Base64Bytes, ClientRef, CloseReason, ErrorCode, OutputStream, PtyErrorCode, Role,
-    SNAPSHOT_FORMAT, SessionFrame,
+    self, Base64Bytes, ClientRef, CloseReason, ErrorCode, PtyErrorCode, Role, SNAPSHOT_FORMAT,
+    SessionFrame,
 };
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -24,11 +24,11 @@ use super::replay::Ring;
 use super::screen::Screen;
 use super::{
     Command, JoinRequest, Joined, LiveStatus, Outbound, Refusal, Replay, SessionHandle, Sessions,
-    Settings, encode_frame, new_frame,
+    Settings, encode_frame, envelope, new_frame, new_output,
 };
 use crate::auth::Scope;
 use crate::clock;
-use crate::store::{NewFrame, Store};
+use crate::store::{Frame, Store};
 
 /// Frames queued for one viewer before it counts as lagging.
 const VIEWER_QUEUE: usize = 256;
@@ -191,7 +191,7 @@ pub struct Persisted {
 }
 
 enum Persist {
-    Frame(NewFrame),
+    Frame(Frame),
     /// Everything queued so far is written.
     Flush(oneshot::Sender<()>),
     Size(u16, u16),
@@ -534,41 +534,58 @@ impl Actor {
     }
 
     /// Numbers, encodes, retains, persists and fans out one frame; `skip` does not get it
-    /// through its queue (the joiner receives it in its initial flush instead). Output goes
-    /// to binary members as `PW1O`, encoded once; the JSON form is what is retained and
-    /// replayed to everyone.
+    /// through its queue (the joiner receives it in its initial flush instead).
     fn broadcast(&mut self, frame: SessionFrame, skip: Option<&str>) -> Bytes {
         let seq = self.next_seq();
-        let binary = match &frame {
-            SessionFrame::Output { data, .. } if self.members.iter().any(|m| m.binary) => {
-                Some(Bytes::from(wire::binary_output(seq, &data.0)))
-            }
-            _ => None,
-        };
-        let stored = new_frame(seq, &frame, clock::now_ms());
-        let json = stored.frame.clone();
-        self.ring.push(seq, json.clone());
-        self.ring.evict(self.persisted.borrow().upto);
-        let _ = self.persist.send(Persist::Frame(stored));
-        let output_len = match &frame {
-            SessionFrame::Output { data, .. } => Some(data.0.len()),
-            _ => None,
-        };
+        let retained = new_frame(seq, &frame, clock::now_ms());
+        let json = envelope(&retained);
+        self.retain(retained);
         for i in 0..self.members.len() {
             if skip != Some(self.members[i].client_id.as_str()) {
-                if let (Some(len), Some(flow)) = (output_len, self.members[i].flow.as_mut())
-                    && !flow.admit(seq, len)
-                {
-                    continue;
-                }
-                let out = match &binary {
-                    Some(b) if self.members[i].binary => Outbound::Binary(b.clone()),
-                    _ => Outbound::Frame(json.clone()),
-                };
-                self.deliver(i, out);
+                self.deliver(i, Outbound::Frame(json.clone()));
             }
         }
         json
+    }
+
+    /// Numbers, retains, persists and fans out PTY output: binary members get it as `PW1O`,
+    /// JSON members as its envelope, each encoded once and only if someone takes it; a
+    /// member whose acknowledgement window is full skips it.
+    fn broadcast_output(&mut self, data: Vec<u8>) {
+        let seq = self.next_seq();
+        let len = data.len();
+        let binary = self
+            .members
+            .iter()
+            .any(|m| m.binary)
+            .then(|| Bytes::from(wire::binary_output(seq, &data)));
+        let retained = new_output(seq, Bytes::from(data), clock::now_ms());
+        let json = self
+            .members
+            .iter()
+            .any(|m| !m.binary)
+            .then(|| envelope(&retained));
+        self.retain(retained);
+        for i in 0..self.members.len() {
+            if let Some(flow) = self.members[i].flow.as_mut()
+                && !flow.admit(seq, len)
+            {
+                continue;
+            }
+            let out = match (&binary, &json) {
+                (Some(b), _) if self.members[i].binary => Outbound::Binary(b.clone()),
+                (_, Some(j)) => Outbound::Frame(j.clone()),
+                _ => continue,
+            };
+            self.deliver(i, out);
+        }
+    }
+
+    /// Keeps a numbered frame for replay: in the ring, and in the store behind.
+    fn retain(&mut self, frame: Frame) {
+        self.ring.push(frame.clone());
+        self.ring.evict(self.persisted.borrow().upto);
+        let _ = self.persist.send(Persist::Frame(frame));
     }
 
     /// A frame for one member only: numbered from the shared counter, never retained.
@@ -641,13 +658,7 @@ impl Actor {
             let pty = &self.pty;
             scanner.scan(&data, |piece| state.on_piece(piece, pty));
         }
-        self.broadcast(
-            SessionFrame::Output {
-                stream: OutputStream::Stdout,
-                data: Base64Bytes(data),
-            },
-            None,
-        );
+        self.broadcast_output(data);
         self.outputs_since_keyframe += 1;
         if self.outputs_since_keyframe >= self.settings.keyframe_frames {
             self.broadcast_keyframe();
@@ -815,7 +826,7 @@ impl Actor {
         };
         Replay::Range {
             store,
-            ring: self.ring.after(after).map(|e| e.json.clone()).collect(),
+            ring: self.ring.after(after).cloned().collect(),
         }
     }
 
@@ -1101,7 +1112,7 @@ async fn write_behind(
     persisted: watch::Sender<Persisted>,
     settings: Settings,
 ) {
-    let mut frames: Vec<NewFrame> = Vec::new();
+    let mut frames: Vec<Frame> = Vec::new();
     let mut last_prune = Instant::now();
     let mut since_prune = 0usize;
     while let Some(first) = rx.recv().await {
@@ -1164,7 +1175,7 @@ async fn write_behind(
 async fn flush(
     store: &Store,
     id: &str,
-    frames: &mut Vec<NewFrame>,
+    frames: &mut Vec<Frame>,
     persisted: &watch::Sender<Persisted>,
 ) {
     let Some(last) = frames.last().map(|f| f.sequence) else {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
-use app::wire::{self, CloseReason, Role, SessionFrame};
+use app::wire::{self, CloseReason, OutputStream, Role, SessionFrame};
 use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -24,7 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::Scope;
 use crate::clock;
-use crate::store::{NewFrame, SessionRow, Store, StoredFrame};
+use crate::store::{Frame, FrameBody, SessionRow, Store};
 use host::Host;
 
 /// The knobs of every session, from the `serve` flags.
@@ -239,31 +239,65 @@ fn login_shell() -> String {
 
 /// Encodes a `pty.session_frame` envelope once; every subscriber gets the same bytes.
 pub fn encode_frame(sequence: u64, frame: &SessionFrame) -> Bytes {
+    let id = uuid::Uuid::now_v7().to_string();
+    encode_envelope(sequence, &id, clock::now_ms(), frame)
+}
+
+fn encode_envelope(sequence: u64, id: &str, at_ms: i64, frame: &SessionFrame) -> Bytes {
     #[derive(Serialize)]
     struct Out<'a> {
         op: &'static str,
-        id: String,
+        id: &'a str,
         ts: String,
         sequence: u64,
         payload: &'a SessionFrame,
     }
     let out = Out {
         op: wire::OP_SESSION_FRAME,
-        id: uuid::Uuid::now_v7().to_string(),
-        ts: clock::now_rfc3339(),
+        id,
+        ts: clock::rfc3339(at_ms),
         sequence,
         payload: frame,
     };
     Bytes::from(serde_json::to_vec(&out).expect("session frames serialize"))
 }
 
-/// A frame numbered `sequence`, encoded once for clients and ready to persist.
-pub fn new_frame(sequence: u64, frame: &SessionFrame, created_at: i64) -> NewFrame {
-    NewFrame {
+/// A frame numbered `sequence`, encoded once for clients and ready to retain.
+pub fn new_frame(sequence: u64, frame: &SessionFrame, created_at: i64) -> Frame {
+    Frame {
         sequence,
-        kind: frame.kind(),
         created_at,
-        frame: encode_frame(sequence, frame),
+        body: FrameBody::Envelope {
+            kind: frame.kind().into(),
+            text: encode_frame(sequence, frame),
+        },
+    }
+}
+
+/// Output numbered `sequence`, under a fresh envelope id.
+pub fn new_output(sequence: u64, data: Bytes, created_at: i64) -> Frame {
+    Frame {
+        sequence,
+        created_at,
+        body: FrameBody::Output {
+            envelope_id: uuid::Uuid::now_v7().to_string(),
+            data,
+        },
+    }
+}
+
+/// A retained frame's JSON text: what every JSON viewer got live, byte for byte (output is
+/// rendered from its bytes, envelope id and time).
+pub fn envelope(frame: &Frame) -> Bytes {
+    match &frame.body {
+        FrameBody::Envelope { text, .. } => text.clone(),
+        FrameBody::Output { envelope_id, data } => {
+            let output = SessionFrame::Output {
+                stream: OutputStream::Stdout,
+                data: wire::Base64Bytes(data.to_vec()),
+            };
+            encode_envelope(frame.sequence, envelope_id, frame.created_at, &output)
+        }
     }
 }
 
@@ -308,7 +342,7 @@ pub enum Replay {
     /// Frames after `after`: those below the ring (read from the store) and the ring's own.
     Range {
         store: Option<(u64, u64)>,
-        ring: Vec<Bytes>,
+        ring: Vec<Frame>,
     },
     OutOfRange {
         floor: u64,
@@ -715,10 +749,17 @@ pub struct Resumed {
 }
 
 /// Replays stored frames (from a keyframe on) into a fresh emulator.
-pub fn rebuild_screen(frames: &[StoredFrame], cols: u16, rows: u16) -> screen::Screen {
+pub fn rebuild_screen(frames: &[Frame], cols: u16, rows: u16) -> screen::Screen {
     let mut screen = screen::Screen::new(cols, rows);
     for f in frames {
-        let Ok(env) = serde_json::from_str::<wire::Envelope>(&f.frame) else {
+        let text = match &f.body {
+            FrameBody::Output { data, .. } => {
+                screen.feed(data);
+                continue;
+            }
+            FrameBody::Envelope { text, .. } => text,
+        };
+        let Ok(env) = serde_json::from_slice::<wire::Envelope>(text) else {
             continue;
         };
         match serde_json::from_value::<SessionFrame>(env.payload) {

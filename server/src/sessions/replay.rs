@@ -1,17 +1,12 @@
-//! The hot replay ring: the newest broadcast frames of a session, already encoded. Frames
-//! leave it only once they are persisted, so whatever is not here is in the store.
+//! The hot replay ring: the newest broadcast frames of a session, as retained. Frames leave
+//! it only once they are persisted, so whatever is not here is in the store.
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
-
-pub struct Entry {
-    pub sequence: u64,
-    pub json: Bytes,
-}
+use crate::store::Frame;
 
 pub struct Ring {
-    frames: VecDeque<Entry>,
+    frames: VecDeque<Frame>,
     bytes: usize,
     max_frames: usize,
     max_bytes: usize,
@@ -27,9 +22,9 @@ impl Ring {
         }
     }
 
-    pub fn push(&mut self, sequence: u64, json: Bytes) {
-        self.bytes += json.len();
-        self.frames.push_back(Entry { sequence, json });
+    pub fn push(&mut self, frame: Frame) {
+        self.bytes += frame.size();
+        self.frames.push_back(frame);
     }
 
     /// Drops the oldest frames beyond the frame and byte bounds, never one that is not yet
@@ -38,7 +33,7 @@ impl Ring {
         while self.frames.len() > self.max_frames || self.bytes > self.max_bytes {
             match self.frames.front() {
                 Some(f) if f.sequence <= persisted_upto => {
-                    self.bytes -= f.json.len();
+                    self.bytes -= f.size();
                     self.frames.pop_front();
                 }
                 _ => break,
@@ -51,7 +46,7 @@ impl Ring {
     }
 
     /// Frames with a sequence above `after`, oldest first.
-    pub fn after(&self, after: u64) -> impl Iterator<Item = &Entry> {
+    pub fn after(&self, after: u64) -> impl Iterator<Item = &Frame> {
         let start = self.frames.partition_point(|f| f.sequence <= after);
         self.frames.range(start..)
     }
@@ -59,13 +54,27 @@ impl Ring {
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
     use super::*;
+    use crate::store::FrameBody;
+
+    fn output(sequence: u64, data: &'static [u8]) -> Frame {
+        Frame {
+            sequence,
+            created_at: 0,
+            body: FrameBody::Output {
+                envelope_id: String::new(),
+                data: Bytes::from_static(data),
+            },
+        }
+    }
 
     #[test]
     fn eviction_keeps_unpersisted_frames_and_respects_the_frame_bound() {
         let mut ring = Ring::new(3, usize::MAX);
         for s in 1..=6 {
-            ring.push(s, Bytes::from_static(b"x"));
+            ring.push(output(s, b"x"));
         }
         ring.evict(2);
         assert_eq!(ring.oldest(), Some(3));
@@ -79,7 +88,7 @@ mod tests {
     fn byte_bound_evicts_persisted_frames_early() {
         let mut ring = Ring::new(100, 4);
         for s in 1..=4 {
-            ring.push(s, Bytes::from_static(b"ab"));
+            ring.push(output(s, b"ab"));
         }
         ring.evict(4);
         assert_eq!(ring.oldest(), Some(3));
