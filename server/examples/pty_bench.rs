@@ -1,8 +1,8 @@
 //! Measures ptyhost against a raw PTY in the same run and prints one line per figure:
-//! throughput of a flood to one JSON and to one binary viewer, a flood to many binary
-//! observers (per-viewer bytes/s, who kept up, server CPU and memory), one-byte echo
-//! latency through `cat`, the keyframe latency of a joiner on a session with a full replay
-//! buffer, and the memory of idle sessions and idle viewers.
+//! throughput (and server CPU per MiB) of a flood to one JSON and to one binary viewer, a
+//! flood to many binary observers (per-viewer bytes/s, who kept up, server CPU and memory),
+//! one-byte echo latency through `cat`, the keyframe latency of a joiner on a session with
+//! a full replay buffer, and the memory of idle sessions and idle viewers.
 //!
 //!     cargo run --release -p server --example pty_bench -- [PTYHOST_BIN] [FLOOD_MIB] [VIEWERS]
 //!
@@ -81,8 +81,10 @@ async fn main() -> anyhow::Result<()> {
     // same file: a round's ratio compares runs made under the same conditions, and the
     // figure is the median round.
     let flood = json!({ "command": format!("sleep 1; cat {}", file.display()) });
+    let pid = child.id().unwrap_or(0);
     let mut raw_rates = Vec::new();
     let mut rounds = [Vec::new(), Vec::new()];
+    let mut costs = [Vec::new(), Vec::new()];
     let mut delivered = [(0, 0); 2];
     for _ in 0..FLOOD_ROUNDS {
         let raw = bytes / raw_pty_flood(&file).await?.as_secs_f64();
@@ -91,7 +93,9 @@ async fn main() -> anyhow::Result<()> {
             let sid = create(flood.clone()).await?;
             let mut ws = attach_as(&addr, &sid, subprotocol).await?;
             join(&mut ws, "observer", None).await?;
+            let cpu = cpu_secs(pid);
             let d = drain_until_closed(&mut ws).await?;
+            costs[i].push((cpu_secs(pid) - cpu) * 1000.0 / (d.bytes as f64 / 1048576.0));
             let rate = d.bytes as f64 / d.elapsed.as_secs_f64();
             rounds[i].push((rate / raw, rate));
             delivered[i] = (delivered[i].0.max(d.bytes), delivered[i].1 + d.lagged);
@@ -105,12 +109,13 @@ async fn main() -> anyhow::Result<()> {
         let (low, high) = spread(&ratios);
         medians[i] = median(&mut rates);
         println!(
-            "flood: {:.1} MiB/s to one {subprotocol} viewer vs {:.1} MiB/s raw PTY read (ratio {:.2}, the median of {FLOOD_ROUNDS} rounds, {:.2}..{:.2}; {} of {} bytes as output, {} lag events)",
+            "flood: {:.1} MiB/s to one {subprotocol} viewer vs {:.1} MiB/s raw PTY read (ratio {:.2}, the median of {FLOOD_ROUNDS} rounds, {:.2}..{:.2}; server CPU {:.1} ms per MiB; {} of {} bytes as output, {} lag events)",
             medians[i] / 1048576.0,
             raw_rate / 1048576.0,
             median(&mut ratios),
             low,
             high,
+            median(&mut costs[i]),
             delivered[i].0,
             on_screen,
             delivered[i].1
@@ -122,7 +127,6 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // Flood to many binary observers at once.
-    let pid = child.id().unwrap_or(0);
     let sid = create(json!({ "command": format!("sleep 3; cat {}", file.display()) })).await?;
     let mut observers = Vec::with_capacity(viewers);
     for _ in 0..viewers {
