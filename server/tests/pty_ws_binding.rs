@@ -801,7 +801,10 @@ async fn replay_survives_a_server_restart_and_a_crash() {
         );
         // Output is stored as its bytes: the replay renders each envelope as it went out.
         for f in live.iter().filter(|f| kind(f) == "Output") {
-            assert!(frames.contains(f), "crash={crash}: {f} not replayed as sent");
+            assert!(
+                frames.contains(f),
+                "crash={crash}: {f} not replayed as sent"
+            );
         }
         assert_eq!(frames.iter().filter(|f| kind(f) == "Closed").count(), 1);
         let keyframe = frames.iter().rev().find(|f| kind(f) == "Keyframe").unwrap();

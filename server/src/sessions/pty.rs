@@ -1,7 +1,13 @@
-//! A process on a real PTY. Three plain threads keep every blocking call away from the
-//! session's task: one reads output, one writes input, one waits for the exit status.
+//! A process on a real PTY. The master is non-blocking: input is written at once from the
+//! session's task when the terminal takes it, and three plain threads keep every call that
+//! must wait away from that task: one reads output, one writes input the terminal could
+//! not take yet (and whatever follows it), one waits for the exit status.
 
-use std::io::{Read, Write};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
@@ -16,7 +22,11 @@ const INPUT_QUEUE: usize = 256;
 
 pub struct Pty {
     master: Box<dyn MasterPty + Send>,
+    fd: RawFd,
     input: mpsc::Sender<Vec<u8>>,
+    /// Writes handed to the writer thread and not finished: while there are any, later
+    /// input queues behind them.
+    queued: Arc<AtomicUsize>,
     pid: Option<u32>,
 }
 
@@ -62,7 +72,15 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
     let mut child = pair.slave.spawn_command(cmd)?;
     drop(pair.slave);
     let pid = child.process_id();
-    let mut reader = pair.master.try_clone_reader()?;
+    let fd = pair
+        .master
+        .as_raw_fd()
+        .ok_or_else(|| anyhow::anyhow!("the PTY master has no descriptor"))?;
+    // SAFETY: the master owns `fd` and outlives these calls; the threads get their own dups.
+    let master_fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    set_nonblocking(master_fd)?;
+    let mut reader = File::from(master_fd.try_clone_to_owned()?);
+    let ready = master_fd.try_clone_to_owned()?;
     let mut writer = pair.master.take_writer()?;
 
     let (out_tx, output) = mpsc::channel::<Bytes>(64);
@@ -72,7 +90,7 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
             let mut buf = vec![0u8; READ_CHUNK];
             loop {
                 match reader.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
+                    Ok(0) => break,
                     Ok(n) => {
                         if out_tx
                             .blocking_send(Bytes::copy_from_slice(&buf[..n]))
@@ -81,22 +99,28 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
                             break;
                         }
                     }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if wait_for(&reader, libc::POLLIN).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
                 }
             }
         })?;
 
     let (input, mut in_rx) = mpsc::channel::<Vec<u8>>(INPUT_QUEUE);
+    let queued = Arc::new(AtomicUsize::new(0));
+    let done = queued.clone();
     std::thread::Builder::new()
         .name("pty-write".into())
         .spawn(move || {
             while let Some(data) = in_rx.blocking_recv() {
-                if writer
-                    .write_all(&data)
-                    .and_then(|()| writer.flush())
-                    .is_err()
-                {
+                if write_all(&mut writer, &ready, &data).is_err() {
                     break;
                 }
+                done.fetch_sub(1, Ordering::Release);
             }
         })?;
 
@@ -114,7 +138,9 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
     Ok((
         Pty {
             master: pair.master,
+            fd,
             input,
+            queued,
             pid,
         },
         PtyEvents { output, exit },
@@ -123,10 +149,23 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
 
 impl Pty {
     /// Queues input for the process without waiting.
-    pub fn write(&self, data: Vec<u8>) -> Result<(), InputError> {
-        self.input.try_send(data).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => InputError::Full,
-            mpsc::error::TrySendError::Closed(_) => InputError::Closed,
+    /// Writes input now if the terminal takes it (and nothing is queued before it);
+    /// whatever it does not take goes to the writer thread, in order.
+    pub fn write(&self, mut data: Vec<u8>) -> Result<(), InputError> {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            match write_now(self.fd, &data) {
+                Ok(n) if n == data.len() => return Ok(()),
+                Ok(n) => drop(data.drain(..n)),
+                Err(_) => return Err(InputError::Closed),
+            }
+        }
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        self.input.try_send(data).map_err(|e| {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            match e {
+                mpsc::error::TrySendError::Full(_) => InputError::Full,
+                mpsc::error::TrySendError::Closed(_) => InputError::Closed,
+            }
         })
     }
 
@@ -183,6 +222,66 @@ impl Pty {
     }
 }
 
+fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let raw = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor that stays open for the call.
+    let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Blocks until `fd` is ready for `events` (or hung up: the next call then fails).
+fn wait_for(fd: &impl AsRawFd, events: libc::c_short) -> io::Result<()> {
+    let mut poll = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut poll, 1, -1) } >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// What the terminal takes of `data` without waiting (0 when it takes nothing now).
+fn write_now(fd: RawFd, data: &[u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `data` is valid for its length; `fd` is the open master.
+        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok(0),
+            io::ErrorKind::Interrupted => {}
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Writes all of `data`, waiting on `ready` (the same terminal) whenever it is full.
+fn write_all(writer: &mut impl Write, ready: &OwnedFd, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        match writer.write(data) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_for(ready, libc::POLLOUT)?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    writer.flush()
+}
+
 /// The process group of a process (field 5 of /proc/PID/stat).
 fn process_group(pid: u32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -203,4 +302,51 @@ fn reading_fd(pid: u32) -> Option<u64> {
         return None;
     }
     u64::from_str_radix(fields.next()?.trim_start_matches("0x"), 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::sessions::host::Host;
+
+    #[tokio::test]
+    async fn input_the_terminal_cannot_take_yet_arrives_later_in_order() {
+        // Raw mode, and nobody reads for a while: the terminal's input buffers fill up.
+        let spec = SessionSpec {
+            argv: ["sh", "-c", "stty raw -echo; sleep 1; exec cat"]
+                .map(String::from)
+                .to_vec(),
+            shell_integration: false,
+            cwd: None,
+            env: Default::default(),
+            cols: 80,
+            rows: 24,
+            label: None,
+            host: Host::Native,
+        };
+        let (pty, mut events) = spawn(&spec).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let sent: Vec<u8> = (0..20_000)
+            .flat_map(|i| format!("{i:05}\n").into_bytes())
+            .collect();
+        for chunk in sent.chunks(4096) {
+            pty.write(chunk.to_vec()).unwrap();
+        }
+        assert!(
+            pty.queued.load(Ordering::Acquire) > 0,
+            "{} bytes should not fit the terminal at once",
+            sent.len()
+        );
+        let mut got = Vec::new();
+        while got.len() < sent.len() {
+            let chunk = tokio::time::timeout(Duration::from_secs(10), events.output.recv())
+                .await
+                .expect("output stalled")
+                .expect("output ended");
+            got.extend_from_slice(&chunk);
+        }
+        assert!(got == sent, "the input came back changed or reordered");
+    }
 }
