@@ -1,6 +1,7 @@
 //! The one place for SQL: sessions, tokens and replay frames, on SQLite through sqlx.
 //! Migrations are embedded and applied on open; the schema sticks to portable types.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -301,17 +302,20 @@ impl Store {
         };
         let mut tx = self.pool.begin().await?;
         for f in frames {
-            let (kind, text, envelope_id, data) = match &f.body {
+            let (kind, text, envelope_id, (data, compression)) = match &f.body {
                 FrameBody::Output { envelope_id, data } => {
-                    ("Output", None, Some(envelope_id.as_str()), Some(&data[..]))
+                    ("Output", None, Some(envelope_id.as_str()), compress(data))
                 }
-                FrameBody::Envelope { kind, text } => {
-                    (kind.as_str(), Some(std::str::from_utf8(text)?), None, None)
-                }
+                FrameBody::Envelope { kind, text } => (
+                    kind.as_str(),
+                    Some(std::str::from_utf8(text)?),
+                    None,
+                    (None, None),
+                ),
             };
             sqlx::query(
-                "INSERT INTO frames (session_id, sequence, kind, created_at, frame, envelope_id, data)
-                 VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO frames (session_id, sequence, kind, created_at, frame, envelope_id, data, compression)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(session_id)
             .bind(f.sequence as i64)
@@ -320,6 +324,7 @@ impl Store {
             .bind(text)
             .bind(envelope_id)
             .bind(data)
+            .bind(compression)
             .execute(&mut *tx)
             .await?;
         }
@@ -341,7 +346,7 @@ impl Store {
         before: u64,
     ) -> Result<Vec<Frame>> {
         let rows = sqlx::query(
-            "SELECT sequence, kind, created_at, frame, envelope_id, data FROM frames
+            "SELECT sequence, kind, created_at, frame, envelope_id, data, compression FROM frames
              WHERE session_id = ? AND sequence > ? AND sequence < ? ORDER BY sequence",
         )
         .bind(session_id)
@@ -349,13 +354,13 @@ impl Store {
         .bind(before.min(i64::MAX as u64) as i64)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(stored_frame).collect())
+        rows.iter().map(stored_frame).collect()
     }
 
     /// The last keyframe of a session and every frame after it (all frames if it has none).
     pub async fn frames_from_last_keyframe(&self, session_id: &str) -> Result<Vec<Frame>> {
         let rows = sqlx::query(
-            "SELECT sequence, kind, created_at, frame, envelope_id, data FROM frames WHERE session_id = ?
+            "SELECT sequence, kind, created_at, frame, envelope_id, data, compression FROM frames WHERE session_id = ?
              AND sequence >= COALESCE((SELECT MAX(sequence) FROM frames
                                        WHERE session_id = ? AND kind = 'Keyframe'), 0)
              ORDER BY sequence",
@@ -364,7 +369,7 @@ impl Store {
         .bind(session_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(stored_frame).collect())
+        rows.iter().map(stored_frame).collect()
     }
 
     /// Drops the oldest frames that are outside both retention bounds (older than
@@ -701,6 +706,9 @@ pub struct CommerceRow {
 }
 
 /// The columns of `a202_objects`, in `CommerceRow` order.
+/// Output shorter than this is stored as it is (an echo, a prompt).
+const COMPRESS_FROM: usize = 256;
+
 const COMMERCE_COLUMNS: &str = "transaction_id, sequence, object_id, version, object_type, \
      content_hash, canonical, carrier, received_at";
 
@@ -766,22 +774,88 @@ fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
     })
 }
 
-fn stored_frame(r: &sqlx::sqlite::SqliteRow) -> Frame {
+/// Output bytes as stored: an LZ4 block when that is smaller (terminal output mostly is,
+/// and LZ4 passes over what is not at memory speed), else as they are.
+fn compress(data: &Bytes) -> (Option<Cow<'_, [u8]>>, Option<&'static str>) {
+    if data.len() >= COMPRESS_FROM {
+        let block = lz4_flex::compress_prepend_size(data);
+        if block.len() < data.len() {
+            return (Some(Cow::Owned(block)), Some("lz4"));
+        }
+    }
+    (Some(Cow::Borrowed(&data[..])), None)
+}
+
+fn stored_frame(r: &sqlx::sqlite::SqliteRow) -> Result<Frame> {
     let body = match r.get::<Option<Vec<u8>>, _>("data") {
         Some(data) => FrameBody::Output {
             envelope_id: r
                 .get::<Option<String>, _>("envelope_id")
                 .unwrap_or_default(),
-            data: Bytes::from(data),
+            data: match r.get::<Option<String>, _>("compression").as_deref() {
+                None => Bytes::from(data),
+                Some("lz4") => Bytes::from(lz4_flex::decompress_size_prepended(&data)?),
+                Some(other) => anyhow::bail!("unknown frame compression {other:?}"),
+            },
         },
         None => FrameBody::Envelope {
             kind: r.get("kind"),
             text: Bytes::from(r.get::<Option<String>, _>("frame").unwrap_or_default()),
         },
     };
-    Frame {
+    Ok(Frame {
         sequence: r.get::<i64, _>("sequence") as u64,
         created_at: r.get("created_at"),
         body,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(sequence: u64, data: Vec<u8>) -> Frame {
+        Frame {
+            sequence,
+            created_at: 1_700_000_000_000,
+            body: FrameBody::Output {
+                envelope_id: format!("id-{sequence}"),
+                data: Bytes::from(data),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn output_comes_back_as_it_went_in_compressed_only_when_that_is_smaller() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(None, dir.path()).await.unwrap();
+        let text = b"cargo build: Compiling some-crate v1.2.3\r\n".repeat(1600);
+        let noise: Vec<u8> = (0..65536).map(|_| rand::random::<u8>()).collect();
+        let frames = vec![
+            output(1, b"a".to_vec()),
+            output(2, text),
+            output(3, noise),
+            Frame {
+                sequence: 4,
+                created_at: 1_700_000_000_001,
+                body: FrameBody::Envelope {
+                    kind: "Resize".into(),
+                    text: Bytes::from_static(br#"{"op":"pty.session_frame"}"#),
+                },
+            },
+        ];
+        store.insert_frames("s", &frames).await.unwrap();
+        assert_eq!(store.frames_between("s", 0, 5).await.unwrap(), frames);
+        let stored: Vec<(i64, Option<String>, Option<i64>)> = sqlx::query_as(
+            "SELECT sequence, compression, length(data) FROM frames ORDER BY sequence",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .unwrap();
+        assert_eq!(stored[0], (1, None, Some(1)));
+        assert_eq!(stored[1].1.as_deref(), Some("lz4"));
+        assert!(stored[1].2 < Some(4096), "{stored:?}");
+        assert_eq!(stored[2], (3, None, Some(65536)));
+        assert_eq!(stored[3], (4, None, None));
     }
 }
