@@ -71,9 +71,9 @@ impl Screen {
             self.vt.feed(blank.as_str());
         }
         if !self.held.is_empty() {
-            // Held bytes are plain ASCII (`plain` checked every one).
-            self.vt
-                .feed(std::str::from_utf8(&self.held).unwrap_or_default());
+            // A character split at the end of what is held waits for the next bytes.
+            let text = decode_utf8_stream(&mut self.pending, &self.held);
+            self.vt.feed(text.as_str());
             self.held.clear();
         }
     }
@@ -142,12 +142,19 @@ impl Screen {
     }
 }
 
-/// Printable ASCII, CR, LF, TAB and BS only: text that moves the cursor along its line
-/// and down, and nothing else.
+/// Text that moves the cursor along its line and down, and nothing else: printable ASCII,
+/// CR, LF, TAB, BS and UTF-8 beyond ASCII (the emulator prints every character from U+00A0
+/// on, and an invalid sequence as U+FFFD), but no C1 control (U+0080..U+009F, 0xC2 then
+/// 0x80..0x9F, which the emulator obeys like their escape forms) and no trailing 0xC2
+/// that could start one.
 fn plain(bytes: &[u8]) -> bool {
     bytes
         .iter()
-        .all(|&b| matches!(b, 0x20..=0x7e | b'\r' | b'\n' | b'\t' | 0x08))
+        .all(|&b| matches!(b, 0x20..=0x7e | b'\r' | b'\n' | b'\t' | 0x08 | 0x80..=0xff))
+        && !bytes
+            .windows(2)
+            .any(|w| w[0] == 0xc2 && (0x80..0xa0).contains(&w[1]))
+        && bytes.last() != Some(&0xc2)
 }
 
 /// Where the part of plain output that still shows begins, when the rest is sure to
@@ -488,6 +495,8 @@ mod tests {
             "\n",
             "\x1b[?1;2r",
         ];
+        // Characters beyond ASCII: accented, wide, astral and combining.
+        const WIDE: &[&str] = &["\u{e9}", "\u{4e2d}", "\u{2192}", "\u{1f600}", "\u{301}"];
         let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
         let mut skipped = 0;
         for round in 0..300 {
@@ -504,14 +513,24 @@ mod tests {
                 } else {
                     for _ in 0..rng.random_range(0..(4 * usize::from(rows) + 10)) {
                         for _ in 0..rng.random_range(0..(2 * usize::from(cols))) {
-                            chunk.push(match rng.random_range(0..40) {
-                                0 => b'\t',
-                                1 => 0x08,
-                                2 => b'\r',
-                                _ => rng.random_range(0x20..0x7f),
-                            });
+                            match rng.random_range(0..40) {
+                                0 => chunk.push(b'\t'),
+                                1 => chunk.push(0x08),
+                                2 => chunk.push(b'\r'),
+                                3 => chunk.extend_from_slice(
+                                    WIDE[rng.random_range(0..WIDE.len())].as_bytes(),
+                                ),
+                                _ => chunk.push(rng.random_range(0x20..0x7f)),
+                            }
                         }
                         chunk.extend_from_slice(if rng.random_bool(0.9) { b"\r\n" } else { b"\n" });
+                    }
+                    // Now and then a byte that is not UTF-8, or a C1 control (CSI, SGR red).
+                    for odd in [&b"\xff"[..], b"\xc2\x9b31m"] {
+                        if rng.random_bool(0.1) {
+                            let at = rng.random_range(0..=chunk.len());
+                            chunk.splice(at..at, odd.iter().copied());
+                        }
                     }
                 }
                 if rng.random_bool(0.05) {
@@ -519,8 +538,12 @@ mod tests {
                     fast.resize(c, r);
                     all.resize(c, r);
                 }
-                fast.feed(&chunk);
-                feed_all(&mut all, &chunk);
+                // Reads split characters as well as lines.
+                let split = rng.random_range(0..=chunk.len());
+                for part in [&chunk[..split], &chunk[split..]] {
+                    fast.feed(part);
+                    feed_all(&mut all, part);
+                }
                 skipped += usize::from(fast.owed_blank);
                 // The screen is not read after every chunk, so floods accumulate.
                 if rng.random_bool(0.3) || step == 39 {
@@ -544,7 +567,10 @@ mod tests {
         assert_eq!(scrolled_off(&lines(10), 5), None);
         assert!(plain(&lines(40)));
         assert!(!plain(b"red \x1b[31m"));
-        assert!(!plain("caf\u{e9}".as_bytes()));
+        assert!(plain("caf\u{e9} \u{4e2d}\u{6587} \u{1f600}".as_bytes()));
+        assert!(plain(b"invalid \xff\xe2\x82 but printed"));
+        assert!(!plain("C1 CSI \u{9b}2J".as_bytes()));
+        assert!(!plain(b"may start a C1 \xc2"));
         // A scroll region, or a chunk that starts inside a string, feeds every byte.
         let mut t = Tracker::default();
         t.feed(b"\x1b[2;4r", 5);
