@@ -302,15 +302,23 @@ impl Store {
         };
         let mut tx = self.pool.begin().await?;
         for f in frames {
-            let (kind, text, envelope_id, (data, compression)) = match &f.body {
+            let (kind, text, envelope_id, data, compression) = match &f.body {
                 FrameBody::Output { envelope_id, data } => {
-                    ("Output", None, Some(envelope_id.as_str()), compress(data))
+                    let (data, compression) = compress(data);
+                    (
+                        "Output",
+                        None,
+                        Some(envelope_id.as_str()),
+                        Some(data),
+                        compression,
+                    )
                 }
                 FrameBody::Envelope { kind, text } => (
                     kind.as_str(),
                     Some(std::str::from_utf8(text)?),
                     None,
-                    (None, None),
+                    None,
+                    None,
                 ),
             };
             sqlx::query(
@@ -345,10 +353,10 @@ impl Store {
         after: u64,
         before: u64,
     ) -> Result<Vec<Frame>> {
-        let rows = sqlx::query(
-            "SELECT sequence, kind, created_at, frame, envelope_id, data, compression FROM frames
-             WHERE session_id = ? AND sequence > ? AND sequence < ? ORDER BY sequence",
-        )
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {FRAME_COLUMNS} FROM frames
+             WHERE session_id = ? AND sequence > ? AND sequence < ? ORDER BY sequence"
+        )))
         .bind(session_id)
         .bind(after as i64)
         .bind(before.min(i64::MAX as u64) as i64)
@@ -359,12 +367,12 @@ impl Store {
 
     /// The last keyframe of a session and every frame after it (all frames if it has none).
     pub async fn frames_from_last_keyframe(&self, session_id: &str) -> Result<Vec<Frame>> {
-        let rows = sqlx::query(
-            "SELECT sequence, kind, created_at, frame, envelope_id, data, compression FROM frames WHERE session_id = ?
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = ?
              AND sequence >= COALESCE((SELECT MAX(sequence) FROM frames
                                        WHERE session_id = ? AND kind = 'Keyframe'), 0)
-             ORDER BY sequence",
-        )
+             ORDER BY sequence"
+        )))
         .bind(session_id)
         .bind(session_id)
         .fetch_all(&self.pool)
@@ -706,9 +714,6 @@ pub struct CommerceRow {
 }
 
 /// The columns of `a202_objects`, in `CommerceRow` order.
-/// Output shorter than this is stored as it is (an echo, a prompt).
-const COMPRESS_FROM: usize = 256;
-
 const COMMERCE_COLUMNS: &str = "transaction_id, sequence, object_id, version, object_type, \
      content_hash, canonical, carrier, received_at";
 
@@ -774,16 +779,21 @@ fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
     })
 }
 
+/// The columns `stored_frame` reads.
+const FRAME_COLUMNS: &str = "sequence, kind, created_at, frame, envelope_id, data, compression";
+/// Output shorter than this is stored as it is (an echo, a prompt).
+const COMPRESS_FROM: usize = 256;
+
 /// Output bytes as stored: an LZ4 block when that is smaller (terminal output mostly is,
 /// and LZ4 passes over what is not at memory speed), else as they are.
-fn compress(data: &Bytes) -> (Option<Cow<'_, [u8]>>, Option<&'static str>) {
+fn compress(data: &Bytes) -> (Cow<'_, [u8]>, Option<&'static str>) {
     if data.len() >= COMPRESS_FROM {
         let block = lz4_flex::compress_prepend_size(data);
         if block.len() < data.len() {
-            return (Some(Cow::Owned(block)), Some("lz4"));
+            return (Cow::Owned(block), Some("lz4"));
         }
     }
-    (Some(Cow::Borrowed(&data[..])), None)
+    (Cow::Borrowed(&data[..]), None)
 }
 
 fn stored_frame(r: &sqlx::sqlite::SqliteRow) -> Result<Frame> {

@@ -262,14 +262,16 @@ fn encode_envelope(sequence: u64, id: &str, at_ms: i64, frame: &SessionFrame) ->
     Bytes::from(serde_json::to_vec(&out).expect("session frames serialize"))
 }
 
-/// A frame numbered `sequence`, encoded once for clients and ready to retain.
+/// A frame numbered `sequence`, encoded once for clients (stamped `created_at`) and ready
+/// to retain.
 pub fn new_frame(sequence: u64, frame: &SessionFrame, created_at: i64) -> Frame {
+    let id = uuid::Uuid::now_v7().to_string();
     Frame {
         sequence,
         created_at,
         body: FrameBody::Envelope {
             kind: frame.kind().into(),
-            text: encode_frame(sequence, frame),
+            text: encode_envelope(sequence, &id, created_at, frame),
         },
     }
 }
