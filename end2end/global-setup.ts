@@ -1,16 +1,23 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { port } from './playwright.config';
 
-/** Starts ptyhost as an operator would on a new machine and captures its first-start link. */
+/**
+ * Starts ptyhost as an operator would on a new machine, from a copy of the binary alone in
+ * an empty directory (the UI is embedded), and captures its first-start link.
+ */
 export default async function globalSetup() {
-  const bin = process.env.PTYHOST_BIN ?? '../target/debug/ptyhost';
+  const built = process.env.PTYHOST_BIN ?? '../target/debug/ptyhost';
+  const alone = mkdtempSync(join(tmpdir(), 'ptyhost-bin-'));
+  const bin = join(alone, 'ptyhost');
+  copyFileSync(built, bin);
+  chmodSync(bin, 0o755);
   const dataDir = mkdtempSync(join(tmpdir(), 'ptyhost-e2e-'));
   const server = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], {
-    cwd: '..',
+    cwd: alone,
     stdio: ['ignore', 'pipe', 'inherit'],
     // HOME is the data dir: the shells read none of this machine's dotfiles.
     env: { ...process.env, HOME: dataDir, RUST_LOG: process.env.RUST_LOG ?? 'warn' },

@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# Installs what the tests need (only when missing) and runs every test: the Rust unit and
-# integration tests (real server, real PTYs, real WebSocket clients), then the UI build, the
-# official Python A2A client against the server, and the Playwright tests in Chromium.
+# Installs what the tests need (only when missing) and runs every test: the UI build and the
+# debug ptyhost that embeds it, the Rust unit and integration tests (real server, real PTYs,
+# real WebSocket clients), the official Python A2A client against the server, and the
+# Playwright tests in Chromium (against a copy of the binary alone in an empty directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 scripts/setup.sh --e2e
 # Every clone path builds its own copies of this workspace's crates and test binaries in
 # the shared target dir; copies a day old belong to clones that are gone.
-for name in server app frontend ptyhost $(basename -s .rs server/tests/*.rs); do
+for name in server app frontend xtask ptyhost $(basename -s .rs server/tests/*.rs); do
   find "$CARGO_TARGET_DIR/debug/deps" -maxdepth 1 \( -name "$name-*" -o -name "lib$name-*" \) \
     -mtime +0 -delete 2>/dev/null || true
 done
+cargo xtask build
 # Not --workspace: that would unify features and build the server with the browser's
 # (hydrate) code paths switched on. Each package is tested as it ships.
 cargo test -p app
 cargo test -p server
-cargo leptos build
 export PTYHOST_BIN="$CARGO_TARGET_DIR/debug/ptyhost"
 (cd end2end/a2a && "${PTYHOST_VENV:-/var/cache/ptyhost/venv}/bin/python" -m pytest -q -p no:cacheprovider)
 (cd end2end && npx playwright test)

@@ -12,7 +12,7 @@ mod terminal;
 pub mod wire;
 
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
 
@@ -34,6 +34,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <script type="importmap" inner_html=IMPORT_MAP></script>
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
                 <link rel="stylesheet" href="/vendor/xterm.css"/>
+                <link rel="stylesheet" id="leptos" href=options.css_path()/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
                 <MetaTags/>
@@ -54,7 +55,6 @@ pub fn App() -> impl IntoView {
     Effect::new(move |_| auth.start());
 
     view! {
-        <Stylesheet id="leptos" href="/pkg/ptyhost.css"/>
         <Title text="ptyhost"/>
         <Router>
             <nav class="top">

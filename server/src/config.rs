@@ -113,7 +113,8 @@ pub struct ServeArgs {
         default_value_t = 128
     )]
     pub max_connections_per_session: usize,
-    /// The built UI assets (default: LEPTOS_SITE_ROOT, else target/site).
+    /// Serve the UI from this directory (e.g. `cargo leptos watch`'s target/site; also
+    /// LEPTOS_SITE_ROOT) instead of the files embedded in the binary.
     #[arg(long, env = "PTYHOST_SITE_ROOT")]
     pub site_root: Option<PathBuf>,
 }
@@ -157,11 +158,10 @@ impl ServeArgs {
         ))
     }
 
-    pub fn site_root(&self) -> PathBuf {
+    pub fn site_root(&self) -> Option<PathBuf> {
         self.site_root
             .clone()
             .or_else(|| std::env::var_os("LEPTOS_SITE_ROOT").map(PathBuf::from))
-            .unwrap_or_else(|| PathBuf::from("target/site"))
     }
 }
 

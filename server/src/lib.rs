@@ -242,13 +242,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         shutdown: shutdown.clone(),
         connections: TaskTracker::new(),
     });
-    let leptos = leptos::prelude::LeptosOptions::builder()
-        .output_name("ptyhost")
-        .site_root(args.site_root().display().to_string())
-        .site_pkg_dir("pkg")
-        .site_addr(addr)
-        .build();
-    let app = http::router(state.clone(), leptos);
+    let assets = http::assets::Assets::new(args.site_root());
+    let app = http::router(state.clone(), assets, addr);
     let stopping = {
         let sessions = sessions.clone();
         let shutdown = shutdown.clone();

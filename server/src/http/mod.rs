@@ -1,6 +1,7 @@
 //! The axum router: operations endpoints, the AgentCards, the per-instance API under
 //! `/agents/{instance_id}` (also served at `/` for the default instance), and the UI.
 
+pub mod assets;
 mod sessions;
 
 use std::collections::HashMap;
@@ -92,7 +93,14 @@ impl AppState {
     }
 }
 
-pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
+pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAddr) -> Router {
+    let leptos = LeptosOptions::builder()
+        .output_name(assets.output_name())
+        .site_root(assets.site_root())
+        .site_pkg_dir("pkg")
+        .site_addr(addr)
+        .build();
+    let assets = Arc::new(assets);
     let api = Router::new()
         .route("/me", get(sessions::me))
         .route("/audit", get(sessions::audit_log))
@@ -122,7 +130,23 @@ pub fn router(state: AppState, leptos: LeptosOptions) -> Router {
             let leptos = leptos.clone();
             move || app::shell(leptos.clone())
         })
-        .fallback(leptos_axum::file_and_error_handler(app::shell))
+        .fallback({
+            // A UI file, or else the app's page for the path (its router says "Not found.").
+            let page = leptos_axum::render_app_to_stream({
+                let leptos = leptos.clone();
+                move || app::shell(leptos.clone())
+            });
+            move |req: Request| {
+                let (assets, page) = (assets.clone(), page.clone());
+                async move {
+                    let (parts, body) = req.into_parts();
+                    match assets.serve(&parts).await {
+                        Some(file) => file,
+                        None => page(Request::from_parts(parts, body)).await,
+                    }
+                }
+            }
+        })
         .with_state(leptos);
     // At the root the API and the UI share `/sessions/{sid}`: a browser navigating there
     // gets the page, an API client the JSON.
