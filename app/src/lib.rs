@@ -1,6 +1,7 @@
 //! The ptyhost web UI (Leptos, SSR + hydrate) and the wire types it shares with the server.
 // The view types are deep when built without cargo-leptos's type erasure (release, tests).
 #![recursion_limit = "256"]
+#![forbid(unsafe_code)]
 
 pub mod a2a;
 pub mod api;

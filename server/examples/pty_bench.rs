@@ -265,7 +265,7 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    unsafe_kill(child.id().unwrap_or(0) as i32);
+    terminate(child.id().unwrap_or(0) as i32);
     child.wait().await?;
     Ok(())
 }
@@ -369,12 +369,10 @@ async fn start_server(
     anyhow::bail!("ptyhost did not start")
 }
 
-fn unsafe_kill(pid: i32) {
-    unsafe extern "C" {
-        fn kill(pid: i32, sig: i32) -> i32;
-    }
-    unsafe {
-        kill(pid, 15);
+/// SIGTERM: the server's orderly shutdown.
+fn terminate(pid: i32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
     }
 }
 
@@ -585,7 +583,7 @@ async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<Drained> {
 
 /// CPU seconds (user + system) the process has used.
 fn cpu_secs(pid: u32) -> f64 {
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let ticks = rustix::param::clock_ticks_per_second().max(1) as f64;
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| {

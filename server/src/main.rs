@@ -1,7 +1,10 @@
+//! The `ptyhost` binary: parses the command line and runs one command.
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::Parser;
-use server::config::{Cli, Command};
+use server::config::Cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -19,22 +22,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async {
-        let result = match command {
-            // The STDIO binding defines its own exit codes.
-            Command::Stdio(args) => return ExitCode::from(server::stdio(args).await),
-            // 0 passed, 1 refused (the refusal is printed), 2 could not run.
-            Command::A202(args) => return ExitCode::from(server::a202_command(args).await),
-            Command::Serve(args) => server::serve(*args).await,
-            Command::Token(args) => server::token_command(args).await,
-            Command::A2a(args) => server::a2a_command(args).await,
-        };
-        match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("ptyhost: {e:#}");
-                ExitCode::FAILURE
-            }
-        }
-    })
+    runtime.block_on(server::cli::run(command))
 }

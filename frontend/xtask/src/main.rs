@@ -14,6 +14,8 @@
 //! looks for it. `public/vendor/` is refreshed too, so `cargo leptos watch` still works for
 //! UI work.
 
+#![forbid(unsafe_code)]
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;

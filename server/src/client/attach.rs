@@ -17,47 +17,9 @@ use app::wire;
 /// Ctrl-]: leaves the session (the byte is never sent).
 const DETACH: u8 = 0x1d;
 
-/// Puts a terminal in raw mode for as long as it lives.
-struct RawMode {
-    fd: i32,
-    saved: libc::termios,
-}
-
-impl RawMode {
-    fn enter(fd: i32) -> Option<RawMode> {
-        // SAFETY: termios calls on a file descriptor we own, with a zeroed struct they fill.
-        unsafe {
-            if libc::isatty(fd) != 1 {
-                return None;
-            }
-            let mut saved: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(fd, &mut saved) != 0 {
-                return None;
-            }
-            let mut raw = saved;
-            libc::cfmakeraw(&mut raw);
-            (libc::tcsetattr(fd, libc::TCSANOW, &raw) == 0).then_some(RawMode { fd, saved })
-        }
-    }
-}
-
-impl Drop for RawMode {
-    fn drop(&mut self) {
-        // SAFETY: restores the attributes read in `enter` on the same descriptor.
-        unsafe {
-            libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved);
-        }
-    }
-}
-
 /// The size of the terminal on stdout, if it is one.
 fn terminal_size() -> Option<(u16, u16)> {
-    // SAFETY: TIOCGWINSZ fills a winsize struct we own.
-    unsafe {
-        let mut ws: libc::winsize = std::mem::zeroed();
-        (libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) == 0 && ws.ws_col > 0)
-            .then_some((ws.ws_col, ws.ws_row))
-    }
+    crate::sys::terminal_size(std::io::stdout())
 }
 
 fn envelope(op: &str, payload: Value) -> Message {
@@ -82,7 +44,7 @@ pub async fn run(attach_url: &str, token: Option<&str>, control: bool) -> anyhow
         join["rows"] = json!(rows);
     }
     sink.send(envelope("pty.join_session", join)).await?;
-    let _raw = RawMode::enter(0);
+    let _raw = crate::sys::RawMode::enter(std::io::stdin());
     let mut stdin = tokio::io::stdin();
     let mut buf = [0u8; 4096];
     let mut stdin_open = true;

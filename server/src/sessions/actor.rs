@@ -452,7 +452,7 @@ impl Actor {
                     if kill_at.is_some_and(|t| t <= now) {
                         kill_at = None;
                         if exited.is_none() {
-                            self.pty.signal_group(libc::SIGKILL);
+                            self.pty.signal_group(crate::sys::Signal::KILL);
                         }
                     }
                     if let Some(shell) = self.shell.as_mut() {
@@ -991,7 +991,7 @@ impl Actor {
     fn end_program(&self) {
         match &self.host {
             Host::Tmux(tmux) if !self.detaching() => tmux.kill(&self.id),
-            _ => self.pty.signal_group(libc::SIGHUP),
+            _ => self.pty.signal_group(crate::sys::Signal::HUP),
         }
     }
 

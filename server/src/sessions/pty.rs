@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -14,6 +14,7 @@ use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 use tokio::sync::{mpsc, oneshot};
 
 use super::SessionSpec;
+use crate::sys::{self, Ready, Signal};
 
 /// Output is read in chunks of at most this many bytes.
 const READ_CHUNK: usize = 64 * 1024;
@@ -22,7 +23,8 @@ const INPUT_QUEUE: usize = 256;
 
 pub struct Pty {
     master: Box<dyn MasterPty + Send>,
-    fd: RawFd,
+    /// A descriptor of the master, for writes that must not wait.
+    fd: OwnedFd,
     input: mpsc::Sender<Vec<u8>>,
     /// Writes handed to the writer thread and not finished: while there are any, later
     /// input queues behind them.
@@ -76,11 +78,10 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
         .master
         .as_raw_fd()
         .ok_or_else(|| anyhow::anyhow!("the PTY master has no descriptor"))?;
-    // SAFETY: the master owns `fd` and outlives these calls; the threads get their own dups.
-    let master_fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    set_nonblocking(master_fd)?;
-    let mut reader = File::from(master_fd.try_clone_to_owned()?);
-    let ready = master_fd.try_clone_to_owned()?;
+    let fd = sys::dup(fd)?;
+    sys::set_nonblocking(&fd)?;
+    let mut reader = File::from(fd.try_clone()?);
+    let ready = fd.try_clone()?;
     let mut writer = pair.master.take_writer()?;
 
     let (out_tx, output) = mpsc::channel::<Bytes>(64);
@@ -100,7 +101,7 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if wait_for(&reader, libc::POLLIN).is_err() {
+                        if sys::wait_for(&reader, Ready::Read).is_err() {
                             break;
                         }
                     }
@@ -153,7 +154,7 @@ impl Pty {
     /// whatever it does not take goes to the writer thread, in order.
     pub fn write(&self, mut data: Vec<u8>) -> Result<(), InputError> {
         if self.queued.load(Ordering::Acquire) == 0 {
-            match write_now(self.fd, &data) {
+            match sys::write_now(&self.fd, &data) {
                 Ok(n) if n == data.len() => return Ok(()),
                 Ok(n) => drop(data.drain(..n)),
                 Err(_) => return Err(InputError::Closed),
@@ -202,79 +203,28 @@ impl Pty {
     /// itself (the shell).
     pub fn kill_foreground_job(&self) {
         if let (Some(pgid), Some(pid)) = (self.master.process_group_leader(), self.pid)
-            && pgid > 0
             && pgid != pid as i32
         {
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
+            let _ = sys::signal_group(pgid, Signal::KILL);
         }
     }
 
     /// Sends `signal` to the process group the session leader heads.
-    pub fn signal_group(&self, signal: i32) {
+    pub fn signal_group(&self, signal: Signal) {
         if let Some(pid) = self.pid {
             // The child called setsid(), so its pid is its process group id.
-            unsafe {
-                libc::kill(-(pid as i32), signal);
-            }
-        }
-    }
-}
-
-fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let raw = fd.as_raw_fd();
-    // SAFETY: fcntl on a descriptor that stays open for the call.
-    let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
-    if flags < 0 || unsafe { libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Blocks until `fd` is ready for `events` (or hung up: the next call then fails).
-fn wait_for(fd: &impl AsRawFd, events: libc::c_short) -> io::Result<()> {
-    let mut poll = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events,
-        revents: 0,
-    };
-    loop {
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut poll, 1, -1) } >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-/// What the terminal takes of `data` without waiting (0 when it takes nothing now).
-fn write_now(fd: RawFd, data: &[u8]) -> io::Result<usize> {
-    loop {
-        // SAFETY: `data` is valid for its length; `fd` is the open master.
-        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::WouldBlock => return Ok(0),
-            io::ErrorKind::Interrupted => {}
-            _ => return Err(e),
+            let _ = sys::signal_group(pid as i32, signal);
         }
     }
 }
 
 /// Writes all of `data`, waiting on `ready` (the same terminal) whenever it is full.
-fn write_all(writer: &mut impl Write, ready: &OwnedFd, mut data: &[u8]) -> io::Result<()> {
+fn write_all(writer: &mut impl Write, ready: impl AsFd, mut data: &[u8]) -> io::Result<()> {
     while !data.is_empty() {
         match writer.write(data) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => data = &data[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_for(ready, libc::POLLOUT)?,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => sys::wait_for(&ready, Ready::Write)?,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }

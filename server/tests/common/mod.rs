@@ -164,8 +164,8 @@ impl TestServer {
     /// SIGTERM, then wait for the process to finish its orderly shutdown.
     pub async fn stop(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
-        let pid = child.id().unwrap() as i32;
-        unsafe { libc_kill(pid, 15) };
+        let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
         tokio::time::timeout(WAIT, child.wait())
             .await
             .unwrap()
@@ -284,11 +284,6 @@ impl Drop for TestServer {
             eprintln!("server log kept: {}", kept.join("stderr.log").display());
         }
     }
-}
-
-unsafe extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
 /// The protocol list browsers send: `pty-ws.v1` plus the token as `bearer.<base64url>`.

@@ -1,0 +1,61 @@
+//! The agent without its transports, which `serve` and `stdio` both run.
+
+use anyhow::{Context, Result};
+
+use crate::config::{self, StoreArgs};
+use crate::sessions::{self, Sessions};
+use crate::store::Store;
+use crate::{a2a, audit, commerce, push};
+
+/// The agent without its transports: the store, the audit trail, the sessions and the
+/// task service, recovered from what a previous process left.
+pub struct Core {
+    pub store: Store,
+    pub audit: audit::Audit,
+    pub sessions: Sessions,
+    pub tasks: a2a::service::TaskService,
+}
+
+impl Core {
+    pub async fn start(
+        store_args: &StoreArgs,
+        mut settings: sessions::Settings,
+        session: &config::SessionArgs,
+        instance_id: &str,
+        push_allow_loopback: bool,
+    ) -> Result<Core> {
+        let store = super::open_store(store_args).await?;
+        settings.shell_rc = sessions::install_shell_rc(&store_args.data_dir)
+            .context("writing the shell-integration rc file")?;
+        settings.tmux_socket =
+            sessions::host::tmux_socket(&std::fs::canonicalize(&store_args.data_dir)?);
+        let audit = audit::Audit::start(store.clone());
+        let sessions = Sessions::new(
+            store.clone(),
+            audit.clone(),
+            settings,
+            instance_id.to_owned(),
+        );
+        sessions.recover().await?;
+        let guard = push::Guard {
+            allow_loopback: push_allow_loopback,
+        };
+        let push = push::Push::new(store.clone(), guard)?;
+        let commerce = commerce::Commerce::new(&session.commerce, store.clone())?;
+        let tasks = a2a::service::TaskService::new(
+            store.clone(),
+            sessions.clone(),
+            session.executor,
+            push,
+            commerce,
+        );
+        tasks.recover().await?;
+        Ok(Core {
+            store,
+            audit,
+            sessions,
+            tasks,
+        })
+    }
+}
+
