@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 scripts/setup.sh --e2e
+# The modules of server/src import each other without cycles.
+python3 scripts/module-cycles.py
 # Every clone path builds its own copies of this workspace's crates and test binaries in
 # the shared target dir; copies a day old belong to clones that are gone.
 for name in server app frontend xtask ptyhost $(basename -s .rs server/tests/*.rs); do

@@ -16,7 +16,11 @@ fn main() {
     let site = match std::env::var_os("PTYHOST_SITE_DIR") {
         Some(dir) => std::path::PathBuf::from(dir),
         // OUT_DIR is {target}/{profile}/build/server-{hash}/out.
-        None => out.ancestors().nth(3).expect("OUT_DIR is in the target dir").join("site"),
+        None => out
+            .ancestors()
+            .nth(3)
+            .expect("OUT_DIR is in the target dir")
+            .join("site"),
     };
     std::fs::create_dir_all(&site).expect("the site directory can be created");
     println!("cargo:rerun-if-changed={}", site.display());

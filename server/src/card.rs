@@ -9,9 +9,9 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::a2a::extensions::Declared;
 use crate::commerce::Commerce;
-use crate::http::AppState;
+use crate::extensions::Declared;
+use crate::plumbing::AppState;
 use crate::sessions::host;
 
 /// The extensions the card declares, as requests activate them.

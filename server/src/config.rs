@@ -226,6 +226,16 @@ pub struct A202Versions {
     pub write_version: String,
 }
 
+impl CommerceArgs {
+    pub fn settings(&self) -> anyhow::Result<crate::commerce::Settings> {
+        Ok(crate::commerce::Settings {
+            required: self.required,
+            versions: self.versions.local()?,
+            keys: self.keys.clone(),
+        })
+    }
+}
+
 impl A202Versions {
     pub fn local(&self) -> anyhow::Result<crate::commerce::capability::Versions> {
         crate::commerce::capability::Versions::local(&self.read_versions, &self.write_version)
@@ -434,7 +444,7 @@ pub struct A202Args {
     /// How the counterparty is reached: a2a (its AgentCard declares the extension) or https
     /// (its preflight document /.well-known/a202-capability.json does).
     #[arg(long, value_enum, default_value = "a2a", global = true)]
-    pub carrier: A202Carrier,
+    pub carrier: crate::client::a202::Carrier,
     #[command(flatten)]
     pub versions: A202Versions,
     /// Bearer token.
@@ -445,12 +455,6 @@ pub struct A202Args {
     pub json: bool,
     #[command(subcommand)]
     pub op: A202Op,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum A202Carrier {
-    A2a,
-    Https,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -15,9 +15,12 @@ pub mod clock;
 pub mod commerce;
 pub mod config;
 pub mod executor;
+pub mod extensions;
+pub mod framing;
 pub mod http;
 pub mod limits;
-pub mod push;
+pub mod plumbing;
+
 pub mod sessions;
 pub mod store;
 pub mod sys;

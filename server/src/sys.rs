@@ -68,7 +68,9 @@ pub fn signal_group(pgid: i32, signal: Signal) -> io::Result<()> {
     let pid = (pgid > 1)
         .then(|| Pid::from_raw(pgid))
         .flatten()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "refusing process group <= 1"))?;
+        .ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "refusing process group <= 1")
+        })?;
     rustix::process::kill_process_group(pid, signal)?;
     Ok(())
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
-use server::bindings::stdio::{FrameReader, Incoming, METADATA_KEY, frame, frame_with};
+use server::bindings::stdio::METADATA_KEY;
+use server::framing::{FrameReader, Incoming, frame, frame_with};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 

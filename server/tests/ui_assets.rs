@@ -12,7 +12,15 @@ fn at(s: &TestServer, path: &str) -> String {
 
 /// The `pkg/ptyhost.{hash}` name the page loads its bundle under.
 async fn bundle(s: &TestServer) -> String {
-    let html = s.http.get(at(s, "/")).send().await.unwrap().text().await.unwrap();
+    let html = s
+        .http
+        .get(at(s, "/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let preload = r#"rel="modulepreload" href="/pkg/"#;
     let start = html.find(preload).expect("the page preloads its bundle") + preload.len();
     let name = &html[start..];
@@ -52,7 +60,11 @@ async fn the_page_loads_a_hashed_bundle_served_compressed_and_cached_for_a_year(
                 .send()
                 .await
                 .unwrap();
-            assert_eq!(packed.headers()["content-encoding"], coding, "{file} {accept}");
+            assert_eq!(
+                packed.headers()["content-encoding"],
+                coding,
+                "{file} {accept}"
+            );
             assert_eq!(packed.headers()["vary"], "accept-encoding");
             let body = packed.bytes().await.unwrap();
             assert!(body.len() < raw.len(), "{file} is smaller as {coding}");
@@ -63,7 +75,12 @@ async fn the_page_loads_a_hashed_bundle_served_compressed_and_cached_for_a_year(
 #[tokio::test]
 async fn an_unchanged_file_answers_304_to_its_etag_and_unhashed_files_are_revalidated() {
     let s = TestServer::start(&[]).await;
-    let first = s.http.get(at(&s, "/vendor/xterm.mjs")).send().await.unwrap();
+    let first = s
+        .http
+        .get(at(&s, "/vendor/xterm.mjs"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(first.status(), 200);
     assert_eq!(first.headers()["cache-control"], "no-cache");
     let etag = first.headers()["etag"].to_str().unwrap().to_owned();
@@ -93,10 +110,22 @@ async fn an_unchanged_file_answers_304_to_its_etag_and_unhashed_files_are_revali
 async fn site_root_serves_the_ui_from_that_directory_instead() {
     let site = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(site.path().join("pkg")).unwrap();
-    std::fs::write(site.path().join("pkg/ptyhost.js"), "// from the directory\n").unwrap();
+    std::fs::write(
+        site.path().join("pkg/ptyhost.js"),
+        "// from the directory\n",
+    )
+    .unwrap();
     let root = site.path().to_str().unwrap();
     let s = TestServer::start(&["--site-root", root]).await;
-    let html = s.http.get(at(&s, "/")).send().await.unwrap().text().await.unwrap();
+    let html = s
+        .http
+        .get(at(&s, "/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(
         html.contains("/pkg/ptyhost.js") && html.contains("/pkg/ptyhost.css"),
         "an unhashed (cargo-leptos) site is loaded by its plain names"
@@ -104,7 +133,12 @@ async fn site_root_serves_the_ui_from_that_directory_instead() {
     let js = s.http.get(at(&s, "/pkg/ptyhost.js")).send().await.unwrap();
     assert_eq!(js.status(), 200);
     assert_eq!(js.text().await.unwrap(), "// from the directory\n");
-    let missing = s.http.get(at(&s, "/vendor/xterm.mjs")).send().await.unwrap();
+    let missing = s
+        .http
+        .get(at(&s, "/vendor/xterm.mjs"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(missing.status(), 200, "not a file: the app's own page");
     assert!(missing.text().await.unwrap().contains("Not found."));
 }

@@ -28,7 +28,10 @@ const VENDOR: &[(&str, &str)] = &[
     ("@xterm/xterm/lib/xterm.mjs", "xterm.mjs"),
     ("@xterm/xterm/css/xterm.css", "xterm.css"),
     ("@xterm/addon-fit/lib/addon-fit.mjs", "addon-fit.mjs"),
-    ("@xterm/addon-unicode11/lib/addon-unicode11.mjs", "addon-unicode11.mjs"),
+    (
+        "@xterm/addon-unicode11/lib/addon-unicode11.mjs",
+        "addon-unicode11.mjs",
+    ),
     ("@xterm/addon-webgl/lib/addon-webgl.mjs", "addon-webgl.mjs"),
 ];
 
@@ -161,7 +164,10 @@ fn build_site(paths: &Paths, release: bool, wasm: &Path, site: &Path) -> Result<
             h.update(part);
         }
         let digest = h.finalize();
-        digest[..8].iter().map(|b| format!("{b:02x}")).collect::<String>()
+        digest[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
     };
 
     let _ = std::fs::remove_dir_all(site);
@@ -230,20 +236,22 @@ fn build_wasm(paths: &Paths, release: bool) -> Result<PathBuf> {
 
 fn wasm_opt(root: &Path, wasm: &Path) -> Result<()> {
     let out = wasm.with_extension("opt.wasm");
-    run(Command::new(root.join("frontend/node_modules/.bin/wasm-opt"))
-        .arg("-Oz")
-        // The features rustc's wasm32 target enables by default.
-        .args([
-            "--enable-bulk-memory",
-            "--enable-nontrapping-float-to-int",
-            "--enable-sign-ext",
-            "--enable-mutable-globals",
-            "--enable-reference-types",
-            "--enable-multivalue",
-        ])
-        .arg(wasm)
-        .arg("-o")
-        .arg(&out))?;
+    run(
+        Command::new(root.join("frontend/node_modules/.bin/wasm-opt"))
+            .arg("-Oz")
+            // The features rustc's wasm32 target enables by default.
+            .args([
+                "--enable-bulk-memory",
+                "--enable-nontrapping-float-to-int",
+                "--enable-sign-ext",
+                "--enable-mutable-globals",
+                "--enable-reference-types",
+                "--enable-multivalue",
+            ])
+            .arg(wasm)
+            .arg("-o")
+            .arg(&out),
+    )?;
     std::fs::rename(out, wasm)?;
     Ok(())
 }

@@ -1,11 +1,10 @@
 //! A2A: the errors every binding maps into its own vocabulary, and the task service
 //! that every binding calls (`service`).
 
-pub mod extensions;
+pub mod push;
 pub mod service;
 pub mod v03;
 
-use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 /// The A2A protocol version a caller speaks on a binding.
@@ -112,28 +111,22 @@ impl A2aError {
     }
 
     /// HTTP status and google.rpc code name (A2A v1.0.1 table).
-    pub fn http(&self) -> (StatusCode, &'static str) {
+    pub fn http(&self) -> (u16, &'static str) {
         match self {
-            A2aError::TaskNotFound(_) | A2aError::PushConfigNotFound { .. } => {
-                (StatusCode::NOT_FOUND, "NOT_FOUND")
-            }
+            A2aError::TaskNotFound(_) | A2aError::PushConfigNotFound { .. } => (404, "NOT_FOUND"),
             A2aError::TaskNotCancelable(_)
             | A2aError::ExtendedCardNotConfigured
             | A2aError::UnsupportedOperation(_)
             | A2aError::VersionNotSupported(_)
-            | A2aError::ExtensionSupportRequired(_) => {
-                (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION")
-            }
+            | A2aError::ExtensionSupportRequired(_) => (400, "FAILED_PRECONDITION"),
             A2aError::ContentTypeNotSupported(_)
             | A2aError::InvalidRequest(_)
             | A2aError::InvalidParams(_)
-            | A2aError::Commerce(_) => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
-            A2aError::MethodNotFound(_) => (StatusCode::NOT_FOUND, "UNIMPLEMENTED"),
-            A2aError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
-            A2aError::PermissionDenied(_) => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
-            A2aError::StreamLagged(_) | A2aError::Internal => {
-                (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL")
-            }
+            | A2aError::Commerce(_) => (400, "INVALID_ARGUMENT"),
+            A2aError::MethodNotFound(_) => (404, "UNIMPLEMENTED"),
+            A2aError::Unauthenticated(_) => (401, "UNAUTHENTICATED"),
+            A2aError::PermissionDenied(_) => (403, "PERMISSION_DENIED"),
+            A2aError::StreamLagged(_) | A2aError::Internal => (500, "INTERNAL"),
         }
     }
 
@@ -180,11 +173,17 @@ impl A2aError {
     pub fn status_body(&self) -> Value {
         let (http, status) = self.http();
         json!({ "error": {
-            "code": http.as_u16(),
+            "code": http,
             "status": status,
             "message": self.to_string(),
             "details": [self.error_info()],
         }})
+    }
+}
+
+impl From<crate::extensions::Required> for A2aError {
+    fn from(missing: crate::extensions::Required) -> A2aError {
+        A2aError::ExtensionSupportRequired(missing.0)
     }
 }
 
@@ -207,5 +206,18 @@ impl From<anyhow::Error> for A2aError {
     fn from(e: anyhow::Error) -> A2aError {
         tracing::error!(error = %format!("{e:#}"), "A2A request failed");
         A2aError::Internal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_required_extension_left_out_is_extension_support_required_in_every_vocabulary() {
+        let err = A2aError::from(crate::extensions::Required("urn:x".into()));
+        assert_eq!(err.reason(), "EXTENSION_SUPPORT_REQUIRED");
+        assert_eq!(err.jsonrpc_code(), -32008);
+        assert_eq!(err.http().0, 400);
     }
 }

@@ -15,12 +15,12 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, watch};
 
+use super::push::{Push, Target};
 use super::{A2aError, Version, Via};
 use crate::auth::{Principal, Scope};
 use crate::clock;
 use crate::commerce::{self, Carrier, Commerce, Receipt};
 use crate::executor::{self, Executor, Script, Step};
-use crate::push::{Push, Target};
 use crate::sessions::{Command, Sessions, SpecRequest, TaskEvent, TaskRun};
 use crate::store::{Store, TaskFilter};
 

@@ -11,10 +11,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::a2a::extensions;
 use crate::auth::{Principal, Scope};
 use crate::commerce::{self, Carrier, Refusal};
-use crate::http::{ApiError, AppState, require};
+use crate::extensions;
+use crate::plumbing::{ApiError, AppState, require};
 
 /// The largest object accepted.
 pub const MAX_OBJECT_BYTES: usize = 1024 * 1024;

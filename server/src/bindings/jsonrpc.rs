@@ -14,11 +14,10 @@ use serde_json::{Value, json};
 
 use crate::a2a::service::Sent;
 use crate::a2a::service::{TaskService, TaskStream};
-use crate::a2a::{A2aError, Version, Via, extensions, v03};
+use crate::a2a::{A2aError, Version, Via, v03};
 use crate::auth;
 use crate::auth::Principal;
-use crate::card;
-use crate::http::{AppState, header_bearer};
+use crate::plumbing::{AppState, header_bearer};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
 
@@ -33,8 +32,7 @@ pub async fn endpoint(
         Err(e) => return reply(StatusCode::OK, &parse_error(&e.to_string())),
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
-    let activation = match extensions::activate(&headers, &card::extensions(state.tasks.commerce()))
-    {
+    let activation = match super::activate(&state.tasks, &headers) {
         Ok(a) => a,
         Err(e) => return reply(StatusCode::OK, &error_object(&id, &e)),
     };
@@ -121,7 +119,7 @@ async fn handle(
             "{method} needs {wanted}"
         )));
     }
-    if crate::http::refuse_query_token(query).is_err() {
+    if crate::plumbing::refuse_query_token(query).is_err() {
         return Err(A2aError::InvalidRequest(
             "credentials in the URL query are refused".into(),
         ));

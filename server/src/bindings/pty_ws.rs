@@ -24,14 +24,13 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use crate::a2a::service::TaskStream;
-use crate::a2a::{A2aError, Version, Via, extensions};
+use crate::a2a::{A2aError, Version, Via};
 
 use crate::audit;
 use crate::auth::{self, Principal, Scope};
-use crate::card;
 use crate::clock;
-use crate::http::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
 use crate::limits::SessionSlot;
+use crate::plumbing::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
 use crate::sessions::host;
 use crate::sessions::{
     self, Command, JoinRequest, Joined, Outbound, Refusal, Replay, SessionHandle, envelope,
@@ -935,10 +934,7 @@ struct TaskContext {
 impl TaskContext {
     async fn run(self, op: TaskOp) {
         let tasks = &self.state.tasks;
-        let extensions = match extensions::from_parameters(
-            &self.service_parameters,
-            &card::extensions(tasks.commerce()),
-        ) {
+        let extensions = match super::activate_parameters(tasks, &self.service_parameters) {
             Ok(uris) => uris,
             Err(e) => {
                 if !matches!(op, TaskOp::Unsubscribe(_)) {

@@ -16,10 +16,10 @@ use serde_json::{Value, json};
 
 use crate::a2a::service::Sent;
 use crate::a2a::service::TaskStream;
-use crate::a2a::{A2aError, Version, Via, extensions, v03};
+use crate::a2a::{A2aError, Version, Via, v03};
 use crate::auth::{self, Principal};
-use crate::card;
-use crate::http::{AppState, header_bearer};
+use crate::extensions;
+use crate::plumbing::{AppState, header_bearer};
 use app::a2a::{Task, TaskPushNotificationConfig};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
@@ -113,7 +113,7 @@ async fn negotiate(
     };
     let activated = match refusal {
         Some(e) => Err(e),
-        None => extensions::activate(headers, &card::extensions(state.tasks.commerce())),
+        None => super::activate(&state.tasks, headers),
     };
     let mut resp = match activated {
         Err(e) => error_response(&e, media),
@@ -188,7 +188,9 @@ fn ok(media: Media, body: &Value) -> Response {
 }
 
 fn error_response(e: &A2aError, media: Media) -> Response {
-    respond(media, e.http().0, &e.status_body())
+    let status = axum::http::StatusCode::from_u16(e.http().0)
+        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+    respond(media, status, &e.status_body())
 }
 
 /// The caller, or an A2A `Unauthenticated` error. Tokens in the query are refused.
@@ -197,7 +199,7 @@ async fn principal(
     req_headers: &HeaderMap,
     query: Option<&str>,
 ) -> Result<Principal, A2aError> {
-    if crate::http::refuse_query_token(query).is_err() {
+    if crate::plumbing::refuse_query_token(query).is_err() {
         return Err(A2aError::InvalidRequest(
             "credentials in the URL query are refused; use the Authorization header".into(),
         ));

@@ -7,7 +7,9 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::client::stdio::StdioAgent;
-use crate::client::{self, Binding, ClientError, Connection, Events, Interface, Policy, with_policy};
+use crate::client::{
+    self, Binding, ClientError, Connection, Events, Interface, Policy, with_policy,
+};
 use crate::config::{A2aArgs, A2aOp};
 
 pub async fn run(args: A2aArgs) -> Result<()> {
@@ -147,7 +149,15 @@ impl Http {
         Fut: std::future::Future<Output = Result<T, ClientError>>,
     {
         let token = self.token.as_deref();
-        with_policy(&self.http, token, &self.candidates, self.policy, self.fallback, op).await
+        with_policy(
+            &self.http,
+            token,
+            &self.candidates,
+            self.policy,
+            self.fallback,
+            op,
+        )
+        .await
     }
 }
 

@@ -2,10 +2,11 @@
 
 use anyhow::{Context, Result};
 
+use crate::a2a::{self, push};
 use crate::config::{self, StoreArgs};
 use crate::sessions::{self, Sessions};
 use crate::store::Store;
-use crate::{a2a, audit, commerce, push};
+use crate::{audit, commerce};
 
 /// The agent without its transports: the store, the audit trail, the sessions and the
 /// task service, recovered from what a previous process left.
@@ -41,7 +42,7 @@ impl Core {
             allow_loopback: push_allow_loopback,
         };
         let push = push::Push::new(store.clone(), guard)?;
-        let commerce = commerce::Commerce::new(&session.commerce, store.clone())?;
+        let commerce = commerce::Commerce::new(&session.commerce.settings()?, store.clone())?;
         let tasks = a2a::service::TaskService::new(
             store.clone(),
             sessions.clone(),
@@ -58,4 +59,3 @@ impl Core {
         })
     }
 }
-

@@ -9,7 +9,8 @@ use tokio_util::task::TaskTracker;
 use super::Core;
 use crate::auth::{self, Scope, TokenRequest};
 use crate::config::ServeArgs;
-use crate::http::{self, AppInner, AppState};
+use crate::http;
+use crate::plumbing::{AppInner, AppState};
 use crate::{limits, tls};
 
 /// `ptyhost serve`: runs until SIGTERM or SIGINT, then shuts down in order: every session
@@ -156,4 +157,3 @@ async fn stop_signal() {
         _ = term => {}
     }
 }
-

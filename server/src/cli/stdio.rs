@@ -3,7 +3,6 @@
 use super::Core;
 use crate::bindings::stdio::{self, exit};
 use crate::config;
-use crate::{a2a, card};
 
 /// `ptyhost stdio`: the agent for the parent process on stdin/stdout; returns the exit code
 /// of the STDIO binding (0 done, 1 failure, 2 protocol error, 3 version, 4 startup denied).
@@ -44,8 +43,7 @@ pub async fn run(args: config::StdioArgs) -> u8 {
             return exit::FAILURE;
         }
     };
-    let extensions =
-        a2a::extensions::from_parameters(&params, &card::extensions(core.tasks.commerce()));
+    let extensions = crate::bindings::activate_parameters(&core.tasks, &params);
     let code = stdio::serve(
         core.tasks.clone(),
         session_id,
@@ -59,4 +57,3 @@ pub async fn run(args: config::StdioArgs) -> u8 {
     core.store.close().await;
     code
 }
-

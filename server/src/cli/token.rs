@@ -64,4 +64,3 @@ pub async fn run(args: TokenArgs) -> Result<()> {
     store.close().await;
     Ok(())
 }
-

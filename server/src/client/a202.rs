@@ -8,11 +8,9 @@ use app::a2a::{Content, Message, Part, Role};
 use serde_json::{Value, json};
 
 use super::{ClientError, Policy, candidates, fetch_card, interfaces, with_policy};
-use crate::a2a::extensions;
 use crate::commerce::capability::{self, Supported, Unsupported, Versions};
-use crate::commerce::seal::{Signer, seal};
 use crate::commerce::{self, Refusal, object};
-use crate::config::{A202Args, A202Carrier, A202Op};
+use crate::extensions;
 
 /// What the command reports: passed, or refused with an A202 code.
 enum Outcome {
@@ -29,51 +27,37 @@ impl From<Refusal> for Outcome {
     }
 }
 
-/// Runs the command; the exit code is 0 when it passed and 1 when it was refused.
-pub async fn run(args: A202Args) -> Result<u8> {
-    let (url, file) = match args.op {
-        A202Op::Check { url } => (url, None),
-        A202Op::Send { url, file } => (url, Some(file)),
-        A202Op::Keygen {
-            key_id,
-            algorithm,
-            organization,
-            agent,
-            mandate,
-            out,
-        } => {
-            let (signer, pkcs8) = Signer::generate(&key_id, algorithm.algorithm())?;
-            let created_by = json!({ "organization_id": organization, "agent_id": agent, "mandate_id": mandate });
-            let record = signer.key_record(&created_by, &crate::clock::now_rfc3339());
-            let key_path = out.join(format!("{key_id}.pk8"));
-            write_private(&key_path, &pkcs8)?;
-            let record_path = out.join(format!("{key_id}.key-record.json"));
-            std::fs::write(&record_path, serde_json::to_vec_pretty(&record)?)?;
-            println!("{}\n{}", key_path.display(), record_path.display());
-            return Ok(0);
-        }
-        A202Op::Seal {
-            file,
-            key,
-            key_id,
-            algorithm,
-            purpose,
-        } => {
-            let pkcs8 =
-                std::fs::read(&key).with_context(|| format!("reading {}", key.display()))?;
-            let signer = Signer::from_pkcs8(&key_id, algorithm.algorithm(), &pkcs8)?;
-            let mut object = read_object(&file)?;
-            let bytes = seal(
-                &mut object,
-                &[(&signer, &purpose)],
-                &crate::clock::now_rfc3339(),
-            )?;
-            std::io::Write::write_all(&mut std::io::stdout(), &bytes)?;
-            return Ok(0);
-        }
-    };
-    let local = args.versions.local()?;
-    let outcome = if insecure(&url)? {
+/// Which carrier a check or submission uses: the A2A one (the AgentCard, a message) or
+/// plain HTTPS (the preflight document, `POST /a202/objects`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Carrier {
+    A2a,
+    Https,
+}
+
+/// What `check` and `send` are given.
+pub struct Exchange<'a> {
+    pub url: &'a str,
+    /// The object to send after the check passed (`send`), or none (`check`).
+    pub file: Option<&'a str>,
+    pub token: Option<&'a str>,
+    pub carrier: Carrier,
+    pub local: &'a Versions,
+    pub json: bool,
+}
+
+/// The capability check, then the submission when there is an object; the exit code is 0
+/// when it passed and 1 when it was refused.
+pub async fn exchange(args: Exchange<'_>) -> Result<u8> {
+    let Exchange {
+        url,
+        file,
+        token,
+        carrier,
+        local,
+        json,
+    } = args;
+    let outcome = if insecure(url)? {
         Outcome::from(Refusal::EndpointInsecure)
     } else {
         // Every request activates the extension (a card or preflight GET ignores it).
@@ -91,35 +75,22 @@ pub async fn run(args: A202Args) -> Result<u8> {
         let http = reqwest::Client::builder()
             .default_headers(activation)
             .build()?;
-        let object = file.as_deref().map(read_object).transpose()?;
+        let object = file.map(read_object).transpose()?;
         let to = Counterparty {
             http: &http,
-            token: args.token.as_deref(),
-            carrier: args.carrier,
-            url: &url,
+            token,
+            carrier,
+            url,
         };
-        to.exchange(&local, object).await
+        to.exchange(local, object).await
     };
-    Ok(report(outcome, args.json))
+    Ok(report(outcome, json))
 }
 
-fn read_object(path: &str) -> Result<Value> {
+/// Reads a JSON object from a file.
+pub fn read_object(path: &str) -> Result<Value> {
     let text = std::fs::read(path).with_context(|| format!("reading {path}"))?;
     serde_json::from_slice(&text).with_context(|| format!("{path} is not JSON"))
-}
-
-/// Writes a private key readable by its owner only.
-fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(bytes)?;
-    Ok(())
 }
 
 /// Plain HTTP anywhere but loopback (a card file is no endpoint).
@@ -141,7 +112,7 @@ fn insecure(url: &str) -> Result<bool> {
 struct Counterparty<'a> {
     http: &'a reqwest::Client,
     token: Option<&'a str>,
-    carrier: A202Carrier,
+    carrier: Carrier,
     url: &'a str,
 }
 
@@ -149,10 +120,10 @@ impl Counterparty<'_> {
     /// The capability check, then (for `send`) the submission.
     async fn exchange(&self, local: &Versions, object: Option<Value>) -> Outcome {
         let surface = match self.carrier {
-            A202Carrier::A2a => fetch_card(self.http, self.url)
+            Carrier::A2a => fetch_card(self.http, self.url)
                 .await
                 .map_err(|e| e.to_string()),
-            A202Carrier::Https => self.fetch_json(&preflight_url(self.url)).await,
+            Carrier::Https => self.fetch_json(&preflight_url(self.url)).await,
         };
         let supported = match capability::check(local, surface.as_ref().map_err(Clone::clone)) {
             Ok(s) => s,
@@ -163,8 +134,8 @@ impl Counterparty<'_> {
         };
         let bytes = object::canonical(&object);
         match self.carrier {
-            A202Carrier::A2a => self.over_a2a(&surface, &object, bytes).await,
-            A202Carrier::Https => self.over_https(bytes).await,
+            Carrier::A2a => self.over_a2a(&surface, &object, bytes).await,
+            Carrier::Https => self.over_https(bytes).await,
         }
     }
 

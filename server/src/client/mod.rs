@@ -10,7 +10,8 @@ pub mod watch;
 use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-use crate::a2a::{Version, extensions, v03};
+use crate::a2a::{Version, v03};
+use crate::extensions;
 
 /// Which protocol versions a client may use (seed 002).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use super::{ClientError, Events, rpc_result};
-use crate::bindings::stdio::{FrameReader, Incoming, VARIANT_JSON, frame};
+use crate::framing::{FrameReader, Incoming, VARIANT_JSON, frame};
 
 /// Frames for each open request id.
 type Pending = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>>;

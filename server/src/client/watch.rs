@@ -194,7 +194,7 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("webhook-id", id.parse().unwrap());
         h.insert("webhook-timestamp", ts.to_string().parse().unwrap());
-        let sig = crate::push::signature(token, id, ts, body);
+        let sig = crate::a2a::push::signature(token, id, ts, body);
         h.insert("webhook-signature", sig.parse().unwrap());
         h
     }

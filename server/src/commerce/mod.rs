@@ -16,8 +16,7 @@ use app::a2a::{Content, Message};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::a2a::extensions::Declared;
-use crate::config::CommerceArgs;
+use crate::extensions::Declared;
 use crate::store::{CommerceRow, Store};
 use capability::Versions;
 use object::{Kernel, SignatureCheck, Verified};
@@ -161,9 +160,19 @@ struct Inner {
     append: tokio::sync::Mutex<()>,
 }
 
+/// How this agent takes part in A202 (the `--a202-*` flags).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Every A2A request must activate the extension.
+    pub required: bool,
+    pub versions: Versions,
+    /// Trusted key records (a JSON array of key_record objects).
+    pub keys: Option<std::path::PathBuf>,
+}
+
 impl Commerce {
-    pub fn new(args: &CommerceArgs, store: Store) -> Result<Commerce> {
-        let versions = args.versions.local()?;
+    pub fn new(args: &Settings, store: Store) -> Result<Commerce> {
+        let versions = args.versions.clone();
         let kernel = Kernel::default();
         let keys = match &args.keys {
             Some(path) => keys::Keyring::load(path, &kernel)?,

@@ -108,7 +108,10 @@ fn embedded(req: &Parts) -> Option<Response> {
     let hash = file.metadata.sha256_hash();
     let etag = format!(
         "\"{}{}\"",
-        hash[..12].iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        hash[..12]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>(),
         encoding.map(|e| format!("-{e}")).unwrap_or_default()
     );
     let immutable = path
@@ -178,7 +181,10 @@ mod tests {
 
     fn with(value: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
-        h.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(value).unwrap());
+        h.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_str(value).unwrap(),
+        );
         h
     }
 
@@ -194,8 +200,14 @@ mod tests {
 
     #[test]
     fn only_the_hashed_bundle_counts_as_hashed() {
-        assert_eq!(bundle_hash("ptyhost.0123456789abcdef"), Some("0123456789abcdef"));
-        assert_eq!(bundle_hash("ptyhost.0123456789abcdef_bg"), Some("0123456789abcdef"));
+        assert_eq!(
+            bundle_hash("ptyhost.0123456789abcdef"),
+            Some("0123456789abcdef")
+        );
+        assert_eq!(
+            bundle_hash("ptyhost.0123456789abcdef_bg"),
+            Some("0123456789abcdef")
+        );
         assert_eq!(bundle_hash("ptyhost"), None);
         assert_eq!(bundle_hash("ptyhost.css"), None);
         assert_eq!(bundle_hash("ptyhost.0123456789abcdeg"), None);

@@ -13,10 +13,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiError, AppState, require};
 use crate::audit;
 use crate::auth::{self, Principal, Scope, TokenRequest};
 use crate::clock;
+use crate::plumbing::{ApiError, AppState, require};
 use crate::sessions::{SessionView, SpecRequest};
 
 const DEFAULT_SHARE_TTL: u64 = 3600;

@@ -7,7 +7,10 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
 use serde_json::{Map, Value};
 
-use super::A2aError;
+/// A declared `required` extension the request did not activate (A2A's
+/// ExtensionSupportRequired).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Required(pub String);
 
 /// An extension the AgentCard declares.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +59,7 @@ pub fn listed(headers: &HeaderMap, name: &str) -> Vec<String> {
 }
 
 /// What a request activates of `declared`.
-pub fn activate(request: &HeaderMap, declared: &[Declared]) -> Result<Activation, A2aError> {
+pub fn activate(request: &HeaderMap, declared: &[Declared]) -> Result<Activation, Required> {
     let mut named = Vec::new();
     let mut headers = Vec::new();
     for header in [HEADER, LEGACY_HEADER] {
@@ -71,12 +74,12 @@ pub fn activate(request: &HeaderMap, declared: &[Declared]) -> Result<Activation
 }
 
 /// ExtensionSupportRequired for the first declared `required` extension not in `uris`.
-fn required(uris: &[&'static str], declared: &[Declared]) -> Result<(), A2aError> {
+fn required(uris: &[&'static str], declared: &[Declared]) -> Result<(), Required> {
     match declared
         .iter()
         .find(|d| d.required && !uris.contains(&d.uri))
     {
-        Some(missing) => Err(A2aError::ExtensionSupportRequired(missing.uri.to_owned())),
+        Some(missing) => Err(Required(missing.uri.to_owned())),
         None => Ok(()),
     }
 }
@@ -99,7 +102,7 @@ fn pick<'a>(
 pub fn from_parameters(
     params: &Map<String, Value>,
     declared: &[Declared],
-) -> Result<Vec<&'static str>, A2aError> {
+) -> Result<Vec<&'static str>, Required> {
     let named: Vec<&str> = params
         .iter()
         .filter(|(k, _)| k.eq_ignore_ascii_case(HEADER))
@@ -174,7 +177,7 @@ mod tests {
             [OPTIONAL.uri]
         );
         let err = from_parameters(&params, &[OPTIONAL, REQUIRED]).unwrap_err();
-        assert_eq!(err.reason(), "EXTENSION_SUPPORT_REQUIRED");
+        assert_eq!(err, Required(REQUIRED.uri.to_owned()));
         let listed: Map<String, Value> = serde_json::from_value(serde_json::json!({
             "a2a-extensions": [REQUIRED.uri],
         }))
@@ -193,9 +196,7 @@ mod tests {
     #[test]
     fn a_required_extension_not_activated_is_extension_support_required() {
         let err = activate(&headers(&[(HEADER, OPTIONAL.uri)]), &[OPTIONAL, REQUIRED]).unwrap_err();
-        assert_eq!(err.reason(), "EXTENSION_SUPPORT_REQUIRED");
-        assert_eq!(err.jsonrpc_code(), -32008);
-        assert_eq!(err.http().0, 400);
+        assert_eq!(err, Required(REQUIRED.uri.to_owned()));
         let ok = activate(
             &headers(&[(HEADER, REQUIRED.uri), (HEADER, OPTIONAL.uri)]),
             &[OPTIONAL, REQUIRED],

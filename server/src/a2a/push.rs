@@ -26,7 +26,7 @@ use sha2::Sha256;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::a2a::{A2aError, Version, v03};
+use super::{A2aError, Version, v03};
 use crate::clock;
 use crate::store::{PushConfigRow, Store};
 
