@@ -18,6 +18,7 @@ done
 cargo xtask build
 # Not --workspace: that would unify features and build the server with the browser's
 # (hydrate) code paths switched on. Each package is tested as it ships.
+cargo test -p wire
 cargo test -p app
 cargo test -p server
 export PTYHOST_BIN="$CARGO_TARGET_DIR/debug/ptyhost"

@@ -21,7 +21,7 @@ use xterm_js_rs::addons::webgl::WebglAddon;
 use xterm_js_rs::{Terminal, TerminalOptions};
 
 use crate::terminal::{Closed, Command, TermUi};
-use crate::wire::{self, ClientRef, PtyErrorCode, Role, SessionFrame};
+use wire::{ClientRef, PtyErrorCode, Role, SessionFrame};
 
 /// Above this many bytes handed to xterm.js and not yet parsed, output is skipped...
 const HIGH_WATER: usize = 512 * 1024;
@@ -222,19 +222,17 @@ struct Cursor {
 }
 
 fn envelope(op: &str, payload: serde_json::Value, replay_from: Option<u64>) -> String {
-    let mut env = serde_json::json!({
-        "op": op,
-        "id": format!("ui-{}", js_sys::Math::random().to_bits()),
-        "ts": String::from(js_sys::Date::new_0().to_iso_string()),
-        "payload": payload,
-    });
-    if let Some(r) = replay_from {
-        env["replay_from"] = r.into();
+    let mut env = wire::Envelope::new(
+        op,
+        format!("ui-{}", js_sys::Math::random().to_bits()),
+        String::from(js_sys::Date::new_0().to_iso_string()),
+        payload,
+    );
+    env.replay_from = replay_from;
+    if op == wire::OP_JOIN {
+        env.extensions = Some(vec![wire::EXTENSION_URI.to_owned()]);
     }
-    if op == "pty.join_session" {
-        env["extensions"] = serde_json::json!([wire::EXTENSION_URI]);
-    }
-    env.to_string()
+    env.to_text()
 }
 
 async fn run(
@@ -358,7 +356,7 @@ fn on_frame(text: &str, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Vec<Str
                 Role::Observer => "observer",
             };
             vec![envelope(
-                "pty.join_session",
+                wire::OP_JOIN,
                 serde_json::json!({ "role": role }),
                 replay_from,
             )]

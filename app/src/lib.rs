@@ -3,14 +3,12 @@
 #![recursion_limit = "256"]
 #![forbid(unsafe_code)]
 
-pub mod a2a;
 pub mod api;
 #[cfg(feature = "hydrate")]
 mod client;
 mod sessions;
 mod tasks;
 mod terminal;
-pub mod wire;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};

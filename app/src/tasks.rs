@@ -4,8 +4,8 @@
 use leptos::prelude::*;
 use serde::Deserialize;
 
-use crate::a2a::{Task, TaskState};
 use crate::api::Auth;
+use wire::a2a::{Task, TaskState};
 
 /// How often the list (and a running task's output) refreshes.
 #[cfg(feature = "hydrate")]
@@ -104,7 +104,7 @@ fn plain_output(task: &Task) -> String {
         .flatten()
         .flat_map(|a| a.parts.iter())
         .filter_map(|p| match &p.content {
-            crate::a2a::Content::Text(t) => Some(t.as_str()),
+            wire::a2a::Content::Text(t) => Some(t.as_str()),
             _ => None,
         })
         .collect();

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use crate::api::{Auth, ShareLink};
-use crate::wire::Role;
+use wire::Role;
 
 /// What the page asks of its connection (the browser build sends all of them).
 #[derive(Debug, Clone)]

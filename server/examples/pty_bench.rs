@@ -548,7 +548,7 @@ async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<Drained> {
             .ok_or_else(|| anyhow::anyhow!("closed before Closed"))??;
         let f: Value = match msg {
             Message::Binary(b) => {
-                let (_, _, data) = app::wire::parse_binary_output(&b)
+                let (_, _, data) = wire::parse_binary_output(&b)
                     .ok_or_else(|| anyhow::anyhow!("a binary frame that is not PW1O"))?;
                 start.get_or_insert_with(Instant::now);
                 last = Some(Instant::now());

@@ -179,7 +179,7 @@ pub fn bearer_from_authorization(value: &str) -> Option<&str> {
 /// The token of a `bearer.<base64url>` entry in `Sec-WebSocket-Protocol`.
 pub fn bearer_from_subprotocols<'a>(entries: impl Iterator<Item = &'a str>) -> Option<String> {
     entries
-        .filter_map(|e| e.strip_prefix(app::wire::BEARER_SUBPROTOCOL_PREFIX))
+        .filter_map(|e| e.strip_prefix(wire::BEARER_SUBPROTOCOL_PREFIX))
         .find_map(|b64| {
             URL_SAFE_NO_PAD
                 .decode(b64)

@@ -2,7 +2,6 @@
 //! superset card that also carries the 0.3 fields and the pty-ws `bindings[]` entry.
 //! Both tell only what this server really does.
 
-use app::wire;
 use axum::Json;
 use axum::extract::State;
 use axum::http::header;

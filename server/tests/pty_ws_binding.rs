@@ -860,7 +860,7 @@ async fn binary_output_until(
     while !String::from_utf8_lossy(&text).contains(needle) {
         match c.next_frame(WAIT).await.expect("a frame") {
             Frame::Binary(b) => {
-                let (seq, stream, data) = app::wire::parse_binary_output(&b).expect("a PW1O frame");
+                let (seq, stream, data) = wire::parse_binary_output(&b).expect("a PW1O frame");
                 text.extend_from_slice(data);
                 outputs.push((seq, stream, data.to_vec()));
             }
@@ -921,17 +921,15 @@ async fn binding_scenario_10_binary_input_is_raw_pty_input_and_needs_control() {
     let sid = cat_session(&s).await;
     let mut ctl = Client::connect_binary(&s.ws_url(&sid), ADMIN).await;
     ctl.join("controller").await;
-    ctl.send_binary(app::wire::binary_input(
-        "typed-in-binary \u{e9}\n".as_bytes(),
-    ))
-    .await;
+    ctl.send_binary(wire::binary_input("typed-in-binary \u{e9}\n".as_bytes()))
+        .await;
     binary_output_until(&mut ctl, "typed-in-binary é").await;
 
     // An observer's PW1I is refused and never reaches the PTY.
     let observe = s.token("pty:observe", None).await;
     let mut obs = Client::connect_binary(&s.ws_url(&sid), &observe).await;
     obs.join("observer").await;
-    obs.send_binary(app::wire::binary_input(b"observer-wrote\n"))
+    obs.send_binary(wire::binary_input(b"observer-wrote\n"))
         .await;
     let refused = loop {
         match obs.next_frame(WAIT).await.expect("a frame") {
@@ -940,7 +938,7 @@ async fn binding_scenario_10_binary_input_is_raw_pty_input_and_needs_control() {
         }
     };
     assert_eq!(refused["payload"]["code"], "PERMISSION_DENIED", "{refused}");
-    ctl.send_binary(app::wire::binary_input(b"after\n")).await;
+    ctl.send_binary(wire::binary_input(b"after\n")).await;
     let (outputs, _) = binary_output_until(&mut ctl, "after").await;
     let text: Vec<u8> = outputs.into_iter().flat_map(|(_, _, d)| d).collect();
     assert!(!String::from_utf8_lossy(&text).contains("observer-wrote"));
@@ -955,7 +953,7 @@ async fn binding_scenario_10_binary_input_is_raw_pty_input_and_needs_control() {
     };
     assert_eq!(e["payload"]["code"], "INVALID_REQUEST");
     let mut json = s.attach(&sid, ADMIN).await;
-    json.send_binary(app::wire::binary_input(b"x")).await;
+    json.send_binary(wire::binary_input(b"x")).await;
     assert_error(&json.next().await, None, "INVALID_REQUEST");
 }
 

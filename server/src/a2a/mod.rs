@@ -187,6 +187,18 @@ impl From<crate::extensions::Required> for A2aError {
     }
 }
 
+impl From<crate::executor::shell::Refused> for A2aError {
+    fn from(refused: crate::executor::shell::Refused) -> A2aError {
+        use crate::executor::shell::Refused;
+        match refused {
+            Refused::InvalidParams(m) => A2aError::InvalidParams(m),
+            Refused::PermissionDenied(m) => A2aError::PermissionDenied(m),
+            Refused::Unsupported(m) => A2aError::UnsupportedOperation(m),
+            Refused::Failed(e) => A2aError::from(e),
+        }
+    }
+}
+
 impl From<crate::commerce::Refusal> for A2aError {
     fn from(r: crate::commerce::Refusal) -> A2aError {
         A2aError::Commerce(r)

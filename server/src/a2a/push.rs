@@ -16,7 +16,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use app::a2a::{StreamResponse, Task, TaskPushNotificationConfig};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use bytes::Bytes;
@@ -25,6 +24,7 @@ use reqwest::{StatusCode, Url};
 use sha2::Sha256;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use wire::a2a::{StreamResponse, Task, TaskPushNotificationConfig};
 
 use super::{A2aError, Version, v03};
 use crate::clock;

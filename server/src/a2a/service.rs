@@ -6,22 +6,23 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use app::a2a::{
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, mpsc, watch};
+use wire::a2a::{
     Artifact, Content, ListTasksRequest, Message, Part, Role, SendMessageRequest, StreamResponse,
     Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
 };
-use base64::Engine as _;
-use serde_json::{Map, Value, json};
-use tokio::sync::{broadcast, mpsc, watch};
 
 use super::push::{Push, Target};
 use super::{A2aError, Version, Via};
 use crate::auth::{Principal, Scope};
 use crate::clock;
 use crate::commerce::{self, Carrier, Commerce, Receipt};
-use crate::executor::{self, Executor, Script, Step};
-use crate::sessions::{Command, Sessions, SpecRequest, TaskEvent, TaskRun};
+use crate::executor::Executor;
+use crate::executor::conformance::{self, Script, Step};
+use crate::executor::shell::{self, Progress, Shell};
 use crate::store::{Store, TaskFilter};
 
 /// Output kept in a task's artifact; beyond it the artifact says it was cut.
@@ -37,7 +38,7 @@ pub struct TaskService {
 
 struct Inner {
     store: Store,
-    sessions: Sessions,
+    shell: Shell,
     executor: Executor,
     push: Push,
     commerce: Commerce,
@@ -172,7 +173,7 @@ pub struct ListPage {
 impl TaskService {
     pub fn new(
         store: Store,
-        sessions: Sessions,
+        shell: Shell,
         executor: Executor,
         push: Push,
         commerce: Commerce,
@@ -180,7 +181,7 @@ impl TaskService {
         TaskService {
             inner: Arc::new(Inner {
                 store,
-                sessions,
+                shell,
                 executor,
                 push,
                 commerce,
@@ -525,10 +526,10 @@ impl TaskService {
                 task.history.push(message);
                 // Working before anyone waits on it: the answer was taken.
                 task.status = status(TaskState::Working, None, None);
-                (task, executor::answered())
+                (task, conformance::answered())
             }
             None => {
-                let steps = match executor::script(&message.message_id) {
+                let steps = match conformance::script(&message.message_id) {
                     Script::Message(text) if !streaming => {
                         let mut reply = agent_message(text.to_owned(), None);
                         reply.context_id = message.context_id.clone();
@@ -643,73 +644,28 @@ impl TaskService {
         push: Option<Target>,
         objects: Vec<commerce::object::Verified>,
     ) -> Result<Follow, A2aError> {
-        let line = command_line(&message)?;
-        let handle = match &message.context_id {
-            Some(sid) => {
-                let visible = who.sees_session(sid);
-                match self.inner.sessions.live(sid).filter(|_| visible) {
-                    Some(h) => h,
-                    None => {
-                        return Err(A2aError::InvalidParams(format!(
-                            "contextId {sid} names no running session"
-                        )));
-                    }
-                }
-            }
-            None => {
-                if who.session_id.is_some() {
-                    return Err(A2aError::PermissionDenied(
-                        "a session-bound token can only send to its session (set contextId)".into(),
-                    ));
-                }
-                let spec = SpecRequest::default()
-                    .into_spec(self.inner.sessions.settings())
-                    .map_err(|e| A2aError::InvalidParams(e.to_string()))?;
-                let row = self.inner.sessions.create(spec).await?;
-                self.inner.sessions.live(&row.id).ok_or_else(|| {
-                    A2aError::UnsupportedOperation("the new session failed to start".into())
-                })?
-            }
-        };
-        if !handle.shell {
-            return Err(A2aError::UnsupportedOperation(format!(
-                "session {} runs a program, not a shell with integration; tasks need a shell session",
-                handle.id
-            )));
-        }
+        let line = shell::command_line(&message)?;
+        let session = (self.inner.shell)
+            .session(who, message.context_id.as_deref())
+            .await?;
         let receipts = self.receive(objects).await?;
         message.task_id = Some(task_id.clone());
-        message.context_id = Some(handle.id.clone());
+        message.context_id = Some(session.id.clone());
         let task = Task {
             id: task_id.clone(),
-            context_id: handle.id.clone(),
+            context_id: session.id.clone(),
             status: status(TaskState::Submitted, None, None),
             artifacts: Some(Vec::new()),
             history: vec![message],
             metadata: (!receipts.is_empty()).then(|| receipt_metadata(&receipts)),
         };
-        let (events, events_rx) = mpsc::unbounded_channel();
+        let queued = self.inner.shell.queue(&session, &task_id, line).await;
         let service = self.clone();
         let follow = self
             .launch(&task.clone(), push, move |feed, cancel| {
-                service.run(task, events_rx, feed, cancel)
+                service.run(task, queued.progress, feed, cancel)
             })
             .await?;
-        let queued = handle
-            .ask(|reply| {
-                Command::RunTask(
-                    TaskRun {
-                        task_id: task_id.clone(),
-                        line,
-                        events,
-                    },
-                    reply,
-                )
-            })
-            .await;
-        if let Some(Err(refusal)) = queued {
-            tracing::warn!(task_id, reason = %refusal.message, "the session refused the task");
-        }
         Ok(follow)
     }
 
@@ -743,10 +699,8 @@ impl TaskService {
             return Err(A2aError::InvalidParams("an answer is one line".into()));
         }
         message.context_id = Some(task.context_id.clone());
-        let (Some(feed), Some(handle)) = (
-            self.feed(&task_id),
-            self.inner.sessions.live(&task.context_id),
-        ) else {
+        let (Some(feed), true) = (self.feed(&task_id), self.inner.shell.runs(&task.context_id))
+        else {
             return Err(A2aError::UnsupportedOperation(format!(
                 "task {task_id} no longer runs"
             )));
@@ -755,10 +709,9 @@ impl TaskService {
             self.attach(target).await?;
         }
         let message_id = message.message_id.clone();
-        let typed = handle
-            .ask(|reply| Command::AnswerTask(task_id.clone(), message, reply))
-            .await
-            .unwrap_or(false);
+        let typed = (self.inner.shell)
+            .answer(&task.context_id, &task_id, message)
+            .await;
         if !typed {
             return Err(A2aError::UnsupportedOperation(format!(
                 "task {task_id} is no longer waiting for input"
@@ -777,7 +730,7 @@ impl TaskService {
     async fn run(
         self,
         mut task: Task,
-        mut events: mpsc::UnboundedReceiver<TaskEvent>,
+        mut events: mpsc::UnboundedReceiver<Progress>,
         feed: Arc<Feed>,
         cancel: watch::Receiver<bool>,
     ) {
@@ -785,11 +738,11 @@ impl TaskService {
         let mut cut = false;
         let outcome = loop {
             match events.recv().await {
-                Some(TaskEvent::Started) => {
+                Some(Progress::Started) => {
                     task.status = status(TaskState::Working, None, None);
                     self.announce(&task, &feed).await;
                 }
-                Some(TaskEvent::Output(bytes)) => {
+                Some(Progress::Output(bytes)) => {
                     let room = MAX_OUTPUT.saturating_sub(output.len());
                     cut |= bytes.len() > room;
                     let kept = &bytes[..bytes.len().min(room)];
@@ -802,18 +755,18 @@ impl TaskService {
                     let chunk = output_artifact(kept, false);
                     feed.publish_artifact(&task, chunk, append, false);
                 }
-                Some(TaskEvent::InputRequired(prompt)) => {
+                Some(Progress::InputRequired(prompt)) => {
                     task.status = status(TaskState::InputRequired, Some(prompt), None);
                     self.announce(&task, &feed).await;
                 }
-                Some(TaskEvent::Resumed(answer)) => {
+                Some(Progress::Resumed(answer)) => {
                     task.history.push(answer);
                     task.status = status(TaskState::Working, None, None);
                     self.announce(&task, &feed).await;
                 }
-                Some(TaskEvent::Finished(code)) => break Outcome::Exited(code),
-                Some(TaskEvent::Dequeued) => break Outcome::Dequeued,
-                Some(TaskEvent::Ended) | None => break Outcome::SessionEnded,
+                Some(Progress::Finished(code)) => break Outcome::Exited(code),
+                Some(Progress::Dequeued) => break Outcome::Dequeued,
+                Some(Progress::Ended) | None => break Outcome::SessionEnded,
             }
         };
         let canceled = *cancel.borrow();
@@ -907,10 +860,8 @@ impl TaskService {
         let Some((mut snapshot, context_id)) = live else {
             return Err(A2aError::TaskNotCancelable(id.to_owned()));
         };
-        if self.inner.executor == Executor::Shell
-            && let Some(h) = self.inner.sessions.live(&context_id)
-        {
-            h.tell(Command::CancelTask(id.to_owned())).await;
+        if self.inner.executor == Executor::Shell {
+            self.inner.shell.cancel(&context_id, id).await;
         }
         let _ = tokio::time::timeout(
             CANCEL_WAIT,
@@ -1070,17 +1021,9 @@ fn bind(message: &mut Message, task_id: &str) -> String {
     context_id
 }
 
-/// The first data part that is not an A202 object's reader view.
-fn command_data(message: &Message) -> Option<&Value> {
-    message.parts.iter().find_map(|p| match &p.content {
-        Content::Data(d) if p.media_type.as_deref() != Some(commerce::MEDIA_TYPE) => Some(d),
-        _ => None,
-    })
-}
-
 /// Whether a message asks for a command: non-empty text, or a data part.
 fn carries_command(message: &Message) -> bool {
-    command_data(message).is_some() || !message.text().trim().is_empty()
+    shell::command_data(message).is_some() || !message.text().trim().is_empty()
 }
 
 /// A task's metadata for the A202 objects its message carried.
@@ -1088,90 +1031,6 @@ fn receipt_metadata(receipts: &[Receipt]) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert(commerce::URI.into(), json!({ "receipts": receipts }));
     m
-}
-
-/// The command line a message asks for: a data part `{argv, cwd, env, timeout_secs}`, or
-/// its text parts as one line.
-fn command_line(message: &Message) -> Result<String, A2aError> {
-    let invalid = |m: &str| Err(A2aError::InvalidParams(m.into()));
-    if let Some(data) = command_data(message) {
-        let Some(argv) = data.get("argv").and_then(Value::as_array) else {
-            return invalid("a data part must carry argv (an array of strings)");
-        };
-        let argv: Option<Vec<&str>> = argv.iter().map(Value::as_str).collect();
-        let argv = match argv {
-            Some(a) if !a.is_empty() => a,
-            _ => return invalid("argv must be a non-empty array of strings"),
-        };
-        let mut line = String::new();
-        if let Some(cwd) = data.get("cwd").and_then(Value::as_str) {
-            line.push_str(&format!("cd {} && ", quote(cwd)));
-        }
-        if let Some(env) = data.get("env").and_then(Value::as_object) {
-            for (k, v) in env {
-                let Some(v) = v.as_str().filter(|_| is_env_name(k)) else {
-                    return invalid("env must map variable names to strings");
-                };
-                line.push_str(&format!("{k}={} ", quote(v)));
-            }
-        }
-        if let Some(secs) = data.get("timeout_secs").and_then(Value::as_u64) {
-            line.push_str(&format!("timeout {secs} "));
-        }
-        line.push_str(&argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" "));
-        return Ok(line);
-    }
-    let text = message
-        .parts
-        .iter()
-        .filter_map(|p| match &p.content {
-            Content::Text(t) => Some(t.trim()),
-            _ => None,
-        })
-        .filter(|t| !t.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    if text.is_empty() {
-        return invalid("the message carries no command: give text parts or a data part with argv");
-    }
-    if text.contains(['\n', '\r']) || text.chars().any(|c| c.is_control() && c != '\t') {
-        return invalid("the command must be one line without control characters");
-    }
-    Ok(text)
-}
-
-fn is_env_name(k: &str) -> bool {
-    !k.is_empty()
-        && !k.starts_with(|c: char| c.is_ascii_digit())
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// Quotes a word for bash: bare when safe, '…' otherwise, and $'…' when it holds control
-/// characters, so a command always stays on one line.
-fn quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
-    {
-        return s.to_owned();
-    }
-    if s.chars().any(char::is_control) {
-        let mut out = String::from("$'");
-        for c in s.chars() {
-            match c {
-                '\\' => out.push_str(r"\\"),
-                '\'' => out.push_str(r"\'"),
-                '\n' => out.push_str(r"\n"),
-                '\t' => out.push_str(r"\t"),
-                '\r' => out.push_str(r"\r"),
-                c if c.is_control() => out.push_str(&format!(r"\x{:02x}", c as u32)),
-                c => out.push(c),
-            }
-        }
-        out.push('\'');
-        return out;
-    }
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 fn parse_ms(ts: &str) -> Option<i64> {
@@ -1195,49 +1054,6 @@ fn decode_cursor(token: &str) -> Option<(i64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn message(parts: Vec<Part>) -> Message {
-        Message {
-            message_id: "m".into(),
-            context_id: None,
-            task_id: None,
-            role: Role::User,
-            parts,
-            metadata: None,
-            extensions: Vec::new(),
-            reference_task_ids: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn data_parts_become_a_quoted_command_line() {
-        let data = Part {
-            content: Content::Data(
-                json!({ "argv": ["printf", "%s\n", "it's"], "cwd": "/tmp/a b", "env": { "X": "1 2" }, "timeout_secs": 5 }),
-            ),
-            media_type: None,
-            filename: None,
-            metadata: None,
-        };
-        assert_eq!(
-            command_line(&message(vec![data])).unwrap(),
-            r"cd '/tmp/a b' && X='1 2' timeout 5 printf $'%s\n' 'it'\''s'"
-        );
-        assert_eq!(
-            command_line(&message(vec![Part::text(" ls "), Part::text("-la")])).unwrap(),
-            "ls -la"
-        );
-        for bad in [
-            vec![Part::text("a\nb")],
-            vec![Part::text(" ")],
-            vec![Part::text("x\u{1b}[1m")],
-        ] {
-            assert!(matches!(
-                command_line(&message(bad)),
-                Err(A2aError::InvalidParams(_))
-            ));
-        }
-    }
 
     #[test]
     fn page_cursors_round_trip_and_foreign_tokens_are_refused() {

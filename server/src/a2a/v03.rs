@@ -2,13 +2,13 @@
 //! kebab-case states, `file` / `data` parts, unwrapped results and `final` on status
 //! updates. Converted to and from the one normalized model.
 
-use app::a2a::{
-    Artifact, AuthenticationInfo, Content, Message, Part, Role, SendMessageConfiguration,
-    SendMessageRequest, StreamResponse, Task, TaskPushNotificationConfig, TaskState, TaskStatus,
-};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value, json};
+use wire::a2a::{
+    Artifact, AuthenticationInfo, Content, Message, Part, Role, SendMessageConfiguration,
+    SendMessageRequest, StreamResponse, Task, TaskPushNotificationConfig, TaskState, TaskStatus,
+};
 
 use super::A2aError;
 
@@ -628,7 +628,7 @@ mod tests {
         assert_eq!(state(TaskState::InputRequired), "input-required");
         assert_eq!(state(TaskState::Canceled), "canceled");
         let e = event(&StreamResponse::StatusUpdate(
-            app::a2a::TaskStatusUpdateEvent {
+            wire::a2a::TaskStatusUpdateEvent {
                 task_id: "t".into(),
                 context_id: "c".into(),
                 status: TaskStatus {

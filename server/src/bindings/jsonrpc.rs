@@ -1,16 +1,16 @@
 //! The A2A 1.0 JSON-RPC binding at `B/jsonrpc`: JSON-RPC 2.0 over HTTP POST, PascalCase
 //! methods, errors as JSON-RPC error objects whose `data` is an array of `@type` details.
 
-use app::a2a::{
-    ListPushConfigsRequest, ListTasksRequest, PushConfigRequest, SendMessageRequest, TaskIdRequest,
-    TaskPushNotificationConfig,
-};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use wire::a2a::{
+    ListPushConfigsRequest, ListTasksRequest, PushConfigRequest, SendMessageRequest, TaskIdRequest,
+    TaskPushNotificationConfig,
+};
 
 use crate::a2a::service::Sent;
 use crate::a2a::service::{TaskService, TaskStream};

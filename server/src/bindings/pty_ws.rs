@@ -4,11 +4,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use app::a2a::{StreamResponse, Task};
-use app::wire::{
-    self, ClientOp, DecodeError, Envelope, ErrorCode, JoinSession, Pong, Role, SUBPROTOCOL_BINARY,
-    SUBPROTOCOL_JSON, TaskOp,
-};
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
@@ -22,6 +17,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
+use wire::a2a::{StreamResponse, Task};
+use wire::{
+    self, ClientOp, DecodeError, Envelope, ErrorCode, JoinSession, Pong, Role, SUBPROTOCOL_BINARY,
+    SUBPROTOCOL_JSON, TaskOp,
+};
 
 use crate::a2a::service::TaskStream;
 use crate::a2a::{A2aError, Version, Via};
@@ -1005,7 +1005,7 @@ impl TaskContext {
 
     /// A message on this connection belongs to its session: no contextId means this one,
     /// another one is refused.
-    fn bind(&self, message: &mut app::a2a::Message) -> Result<(), A2aError> {
+    fn bind(&self, message: &mut wire::a2a::Message) -> Result<(), A2aError> {
         match &message.context_id {
             Some(c) if *c != self.session_id => Err(A2aError::PermissionDenied(
                 "this connection is bound to another session".into(),
@@ -1072,19 +1072,15 @@ impl TaskContext {
             let frame = match event {
                 Ok(event) => {
                     apply(&mut task, &event);
-                    let mut env = Envelope {
-                        op: "TaskStatusUpdate".into(),
-                        id: uuid::Uuid::now_v7().to_string(),
-                        ts: clock::now_rfc3339(),
-                        sequence: None,
-                        replay_from: None,
-                        service_parameters: Some(self.service_parameters.clone())
-                            .filter(|p| !p.is_empty()),
-                        extensions: None,
-                        payload: json!({ "task": task, "delta": event }),
-                    };
-                    env.payload["task_id"] = json!(task.id);
-                    serde_json::to_string(&env).unwrap_or_default()
+                    let mut env = Envelope::new(
+                        "TaskStatusUpdate",
+                        uuid::Uuid::now_v7().to_string(),
+                        clock::now_rfc3339(),
+                        json!({ "task": task, "delta": event, "task_id": task.id }),
+                    );
+                    env.service_parameters =
+                        Some(self.service_parameters.clone()).filter(|p| !p.is_empty());
+                    env.to_text()
                 }
                 Err(e) => a2a_error_frame(&self.request_id, &e),
             };
@@ -1162,17 +1158,14 @@ fn replay_out_of_range(floor: u64, current: u64) -> String {
 
 /// A binding-level frame (not a session frame): hello, goodbye, responses, errors.
 fn server_frame(op: &str, id: Option<String>, sequence: Option<u64>, payload: Value) -> String {
-    let env = Envelope {
-        op: op.into(),
-        id: id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
-        ts: clock::now_rfc3339(),
-        sequence,
-        replay_from: None,
-        service_parameters: None,
-        extensions: None,
+    let mut env = Envelope::new(
+        op,
+        id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+        clock::now_rfc3339(),
         payload,
-    };
-    serde_json::to_string(&env).unwrap_or_default()
+    );
+    env.sequence = sequence;
+    env.to_text()
 }
 
 fn error_frame(id: Option<String>, code: ErrorCode, message: &str) -> String {

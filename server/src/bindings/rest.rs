@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 
-use app::a2a::{ListTasksRequest, SendMessageRequest};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
@@ -13,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use wire::a2a::{ListTasksRequest, SendMessageRequest};
 
 use crate::a2a::service::Sent;
 use crate::a2a::service::TaskStream;
@@ -20,9 +20,9 @@ use crate::a2a::{A2aError, Version, Via, v03};
 use crate::auth::{self, Principal};
 use crate::extensions;
 use crate::plumbing::{AppState, header_bearer};
-use app::a2a::{Task, TaskPushNotificationConfig};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
+use wire::a2a::{Task, TaskPushNotificationConfig};
 
 const A2A_JSON: &str = "application/a2a+json";
 const JSON: &str = "application/json";

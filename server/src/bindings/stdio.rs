@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
-use app::a2a::StreamResponse;
+use wire::a2a::StreamResponse;
 
 use crate::a2a::service::{TaskService, TaskStream};
 use crate::a2a::{A2aError, Version, v03};

@@ -170,7 +170,7 @@ enum Agent<'a> {
 impl Agent<'_> {
     async fn send(
         &mut self,
-        message: &app::a2a::Message,
+        message: &wire::a2a::Message,
         return_immediately: bool,
     ) -> Result<Value, ClientError> {
         match self {
@@ -186,7 +186,7 @@ impl Agent<'_> {
         }
     }
 
-    async fn send_stream(&mut self, message: &app::a2a::Message) -> Result<Events, ClientError> {
+    async fn send_stream(&mut self, message: &wire::a2a::Message) -> Result<Events, ClientError> {
         match self {
             Agent::Http(h) => h
                 .call(|c| async move { c.send_stream(message).await })
@@ -387,13 +387,13 @@ fn user_message(
     text: &[String],
     context: Option<String>,
     task: Option<String>,
-) -> app::a2a::Message {
-    app::a2a::Message {
+) -> wire::a2a::Message {
+    wire::a2a::Message {
         message_id: uuid::Uuid::now_v7().to_string(),
         context_id: context,
         task_id: task,
-        role: app::a2a::Role::User,
-        parts: vec![app::a2a::Part::text(text.join(" "))],
+        role: wire::a2a::Role::User,
+        parts: vec![wire::a2a::Part::text(text.join(" "))],
         metadata: None,
         extensions: Vec::new(),
         reference_task_ids: Vec::new(),

@@ -45,7 +45,7 @@ impl Core {
         let commerce = commerce::Commerce::new(&session.commerce.settings()?, store.clone())?;
         let tasks = a2a::service::TaskService::new(
             store.clone(),
-            sessions.clone(),
+            crate::executor::shell::Shell::new(sessions.clone()),
             session.executor,
             push,
             commerce,

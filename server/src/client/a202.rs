@@ -4,8 +4,8 @@
 //! with an absent activation echo counted as a refusal.
 
 use anyhow::{Context, Result};
-use app::a2a::{Content, Message, Part, Role};
 use serde_json::{Value, json};
+use wire::a2a::{Content, Message, Part, Role};
 
 use super::{ClientError, Policy, candidates, fetch_card, interfaces, with_policy};
 use crate::commerce::capability::{self, Supported, Unsupported, Versions};

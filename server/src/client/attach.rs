@@ -12,8 +12,6 @@ use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use app::wire;
-
 /// Ctrl-]: leaves the session (the byte is never sent).
 const DETACH: u8 = 0x1d;
 
@@ -23,8 +21,9 @@ fn terminal_size() -> Option<(u16, u16)> {
 }
 
 fn envelope(op: &str, payload: Value) -> Message {
-    let env = json!({ "op": op, "id": uuid::Uuid::now_v7().to_string(), "ts": crate::clock::now_rfc3339(), "payload": payload });
-    Message::Text(env.to_string().into())
+    let id = uuid::Uuid::now_v7().to_string();
+    let env = wire::Envelope::new(op, id, crate::clock::now_rfc3339(), payload);
+    Message::Text(env.to_text().into())
 }
 
 /// Attaches to `attach_url` until the session closes, the server leaves, or Ctrl-].
@@ -43,7 +42,7 @@ pub async fn run(attach_url: &str, token: Option<&str>, control: bool) -> anyhow
         join["cols"] = json!(cols);
         join["rows"] = json!(rows);
     }
-    sink.send(envelope("pty.join_session", join)).await?;
+    sink.send(envelope(wire::OP_JOIN, join)).await?;
     let _raw = crate::sys::RawMode::enter(std::io::stdin());
     let mut stdin = tokio::io::stdin();
     let mut buf = [0u8; 4096];

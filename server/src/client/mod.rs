@@ -202,7 +202,7 @@ pub fn pty_ws_url(card: &Value, session_id: &str) -> Option<String> {
     card["supportedInterfaces"]
         .as_array()?
         .iter()
-        .find(|i| i["protocolBinding"] == app::wire::BINDING_URI)?["url"]
+        .find(|i| i["protocolBinding"] == wire::BINDING_URI)?["url"]
         .as_str()
         .map(|u| u.replace("{session_id}", session_id))
 }
@@ -361,7 +361,7 @@ impl Connection {
         }
     }
 
-    fn send_params(&self, message: &app::a2a::Message, return_immediately: bool) -> Value {
+    fn send_params(&self, message: &wire::a2a::Message, return_immediately: bool) -> Value {
         match (self.iface.version, self.iface.binding) {
             (Version::V1, _) => {
                 json!({ "message": message, "configuration": { "returnImmediately": return_immediately } })
@@ -378,7 +378,7 @@ impl Connection {
     /// SendMessage: `{"task": …}` or `{"message": …}`.
     pub async fn send(
         &self,
-        message: &app::a2a::Message,
+        message: &wire::a2a::Message,
         return_immediately: bool,
     ) -> Result<Value, ClientError> {
         self.send_echoed(message, return_immediately)
@@ -389,7 +389,7 @@ impl Connection {
     /// SendMessage, and the extensions the agent echoed as activated.
     pub async fn send_echoed(
         &self,
-        message: &app::a2a::Message,
+        message: &wire::a2a::Message,
         return_immediately: bool,
     ) -> Result<(Value, Vec<String>), ClientError> {
         let params = self.send_params(message, return_immediately);
@@ -507,7 +507,7 @@ impl Connection {
         .map(drop)
     }
 
-    pub async fn send_stream(&self, message: &app::a2a::Message) -> Result<Events, ClientError> {
+    pub async fn send_stream(&self, message: &wire::a2a::Message) -> Result<Events, ClientError> {
         let params = self.send_params(message, false);
         self.stream(
             ("SendStreamingMessage", "message/stream"),

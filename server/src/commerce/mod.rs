@@ -12,9 +12,9 @@ pub mod seal;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use app::a2a::{Content, Message};
 use serde::Serialize;
 use serde_json::{Value, json};
+use wire::a2a::{Content, Message};
 
 use crate::extensions::Declared;
 use crate::store::{CommerceRow, Store};

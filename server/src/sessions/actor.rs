@@ -9,14 +9,14 @@ use std::time::Duration;
 use super::Resumed;
 use super::host::Host;
 use crate::audit::{self, Audit};
-use app::wire::{
-    self, Base64Bytes, ClientRef, CloseReason, ErrorCode, PtyErrorCode, Role, SNAPSHOT_FORMAT,
-    SessionFrame,
-};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::task::TaskTracker;
+use wire::{
+    self, Base64Bytes, ClientRef, CloseReason, ErrorCode, PtyErrorCode, Role, SNAPSHOT_FORMAT,
+    SessionFrame,
+};
 
 use super::marks::{Mark, MarkScanner, Piece};
 use super::pty::{Exit, InputError, Pty, PtyEvents};
@@ -237,7 +237,7 @@ pub enum TaskEvent {
     /// The command waits for the terminal, showing this prompt.
     InputRequired(String),
     /// An answer was typed; the command goes on.
-    Resumed(app::a2a::Message),
+    Resumed(wire::a2a::Message),
     /// Canceled before it was typed.
     Dequeued,
     /// The session ended first.
@@ -357,7 +357,7 @@ impl ShellState {
     }
 
     /// Types an answer for the running task; false when it is not the one waiting.
-    fn answer(&mut self, task_id: &str, message: app::a2a::Message, pty: &Pty) -> bool {
+    fn answer(&mut self, task_id: &str, message: wire::a2a::Message, pty: &Pty) -> bool {
         let Some(r) = self
             .running
             .as_mut()

@@ -16,11 +16,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
-use app::wire::{self, CloseReason, OutputStream, Role, SessionFrame};
 use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::task::TaskTracker;
+use wire::{self, CloseReason, OutputStream, Role, SessionFrame};
 
 use crate::auth::Scope;
 use crate::clock;
@@ -381,7 +381,7 @@ pub enum Command {
     /// Queue a command line for the session's shell.
     RunTask(TaskRun, oneshot::Sender<Result<(), Refusal>>),
     /// Type the answer to a task waiting for input; the reply says whether it was typed.
-    AnswerTask(String, app::a2a::Message, oneshot::Sender<bool>),
+    AnswerTask(String, wire::a2a::Message, oneshot::Sender<bool>),
     /// Cancel a queued or running task: Ctrl-C, then SIGKILL of the foreground job.
     CancelTask(String),
     Terminate(CloseReason),

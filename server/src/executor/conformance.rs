@@ -1,17 +1,10 @@
-//! What the agent does with a message. `shell` types it into a session's shell (the task
-//! service and the session actor do that); `conformance` plays the scripted behaviours of
-//! the A2A TCK agent scenarios (`specs/a2a/tck-sut/*.feature`), chosen by messageId prefix.
+//! The conformance executor: plays the scripted behaviours of the A2A TCK agent scenarios
+//! (`specs/a2a/tck-sut/*.feature`), chosen by messageId prefix.
 
 use std::time::Duration;
 
-use app::a2a::{Content, Part, TaskState};
 use serde_json::json;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Executor {
-    Shell,
-    Conformance,
-}
+use wire::a2a::{Content, Part, TaskState};
 
 /// One step of a scripted task.
 #[derive(Debug, Clone, PartialEq)]

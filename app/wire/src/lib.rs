@@ -1,5 +1,9 @@
-//! Wire types of the `pty-ws/v1` binding and the `pty-extensions/v1` extension, shared by
-//! the server and the browser. Nothing here does I/O; encoding and decoding only.
+//! Wire types of the `pty-ws/v1` binding and the `pty-extensions/v1` extension, and (in
+//! `a2a`) the A2A data model, shared by the server, the browser, the CLI and the tests.
+//! Nothing here does I/O: encoding and decoding only, with serde alone.
+#![forbid(unsafe_code)]
+
+pub mod a2a;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -44,6 +48,8 @@ pub fn binary_input(data: &[u8]) -> Vec<u8> {
     [BINARY_INPUT_MAGIC.as_slice(), data].concat()
 }
 pub const OP_SESSION_FRAME: &str = "pty.session_frame";
+/// The request that joins a session (`pty-extensions/v1`).
+pub const OP_JOIN: &str = "pty.join_session";
 /// Flow control (an extension of ours): a client that acknowledges the output it has
 /// rendered (`ptyhost.ack {sequence}`) is sent at most `FLOW_WINDOW_BYTES` of output beyond
 /// its acknowledgement; past that its output is skipped, and once it has caught up it gets
@@ -71,6 +77,29 @@ pub struct Envelope {
     pub extensions: Option<Vec<String>>,
     #[serde(default)]
     pub payload: Value,
+}
+
+impl Envelope {
+    /// An envelope of `op` with the sender's `id` and `ts`, and no optional member; a
+    /// sender sets `sequence`, `replay_from` and the rest where its frame has them.
+    pub fn new(op: impl Into<String>, id: String, ts: String, payload: Value) -> Envelope {
+        Envelope {
+            op: op.into(),
+            id,
+            ts,
+            sequence: None,
+            replay_from: None,
+            service_parameters: None,
+            extensions: None,
+            payload,
+        }
+    }
+
+    /// The JSON text of the envelope.
+    pub fn to_text(&self) -> String {
+        // Strings, numbers, maps and JSON values: nothing here fails to serialize.
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }
 
 /// Raw bytes that travel as standard base64 (RFC 4648 §4) inside JSON.
