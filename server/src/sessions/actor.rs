@@ -138,21 +138,21 @@ struct Member {
     /// Takes output as `PW1O` binary frames (`pty-ws.v1.binary`).
     binary: bool,
     /// Set once the member acknowledges output (`ptyhost.ack`).
-    flow: Option<Flow>,
+    flow: Option<Window>,
     lagged: bool,
     last_keyframe_request: Option<Instant>,
 }
 
 /// A flow-controlled member's output in flight: (sequence, bytes) not yet acknowledged.
 #[derive(Debug, Default)]
-struct Flow {
+struct Window {
     in_flight: std::collections::VecDeque<(u64, usize)>,
     bytes: usize,
     /// Output was skipped: the member needs a keyframe once it has caught up.
     skipped: bool,
 }
 
-impl Flow {
+impl Window {
     /// Whether an output frame fits the window (it is then in flight).
     fn admit(&mut self, seq: u64, len: usize) -> bool {
         if self.skipped || self.bytes + len > wire::FLOW_WINDOW_BYTES {
@@ -634,7 +634,7 @@ impl Actor {
                 format!("sequence {sequence} has not been sent yet"),
             ));
         }
-        let flow = self.members[i].flow.get_or_insert_with(Flow::default);
+        let flow = self.members[i].flow.get_or_insert_with(Window::default);
         if flow.ack(sequence) {
             let keyframe = self.personal_keyframe();
             self.deliver(i, Outbound::Frame(keyframe));

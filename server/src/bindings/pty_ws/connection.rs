@@ -1,0 +1,562 @@
+//! One pty-ws connection: the frame loop, admission (rate limits, sizes), heartbeats and
+//! the membership it holds.
+
+mod join;
+mod tasks;
+
+use super::*;
+use tasks::TaskContext;
+
+type Sink = SplitSink<WebSocket, Message>;
+
+/// Whether the connection goes on after a frame.
+enum Next {
+    Continue,
+    Stop,
+}
+
+/// The connection cannot go on: the peer did not take a frame within the heartbeat
+/// timeout, the socket failed, or the replay it asked for could not be read.
+struct Ended;
+
+/// What to do with a client frame before reading it.
+enum Admit {
+    Take,
+    Skip,
+    Stop,
+}
+
+/// Frames dropped by the rate limit, without a second's pause, before the connection closes.
+const SUSTAINED_THROTTLING: u32 = 500;
+
+/// A joined member: its session, id, live queue, and the guard that leaves on drop.
+struct Membership {
+    client_id: String,
+    role: Role,
+    out: mpsc::Receiver<Outbound>,
+    _guard: LeaveOnDrop,
+}
+
+/// Leaves the session when the connection ends for any reason (RAII), so roles held by a
+/// dropped, reaped or failed connection are always released.
+struct LeaveOnDrop {
+    handle: SessionHandle,
+    client_id: Option<String>,
+}
+
+impl Drop for LeaveOnDrop {
+    fn drop(&mut self) {
+        if let Some(id) = self.client_id.take() {
+            self.handle.leave_now(id);
+        }
+    }
+}
+
+pub(super) struct Connection {
+    state: AppState,
+    principal: Principal,
+    session_id: String,
+    service_parameters: Map<String, Value>,
+    seen_first_frame: bool,
+    member: Option<Membership>,
+    /// `pty-ws.v1.binary`: output as `PW1O`, input also as `PW1I`.
+    binary: bool,
+    _slot: SessionSlot,
+    /// Frames refused by the rate limit since the last second without a refusal.
+    throttled: u32,
+    last_throttled: Option<Instant>,
+    span: tracing::Span,
+    /// Answers and updates of A2A operations, which run beside the connection loop.
+    task_frames: mpsc::Sender<String>,
+    task_frames_rx: mpsc::Receiver<String>,
+    /// Task streams this connection follows, by task id (or request id for a send); they
+    /// stop when removed or when the connection ends.
+    follows: HashMap<String, AbortOnDropHandle<()>>,
+}
+
+/// Task frames waiting for the socket before a stream follower waits too.
+const TASK_FRAME_QUEUE: usize = 256;
+
+impl Connection {
+    pub(super) fn new(
+        state: AppState,
+        principal: Principal,
+        session_id: String,
+        binary: bool,
+        slot: SessionSlot,
+    ) -> Connection {
+        let span = tracing::info_span!(
+            "pty_ws", session_id = %session_id, token_id = %principal.token_id,
+            scope = %principal.scope, client_id = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
+        );
+        let (task_frames, task_frames_rx) = mpsc::channel(TASK_FRAME_QUEUE);
+        Connection {
+            state,
+            principal,
+            session_id,
+            service_parameters: Map::new(),
+            seen_first_frame: false,
+            member: None,
+            binary,
+            _slot: slot,
+            throttled: 0,
+            last_throttled: None,
+            span,
+            task_frames,
+            task_frames_rx,
+            follows: HashMap::new(),
+        }
+    }
+
+    pub(super) async fn run(mut self, socket: WebSocket) {
+        let span = self.span.clone();
+        async move {
+            let (mut sink, stream) = socket.split();
+            tracing::info!("attached");
+            if self.send(&mut sink, self.hello().await).await.is_ok() {
+                self.serve(&mut sink, stream).await;
+            }
+            tracing::info!("detached");
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn hello(&self) -> String {
+        let current = match self.state.sessions.live(&self.session_id) {
+            Some(h) => h.current_sequence(),
+            None => self
+                .state
+                .sessions
+                .view(&self.session_id)
+                .await
+                .ok()
+                .flatten()
+                .map_or(0, |v| v.row.last_sequence),
+        };
+        server_frame(
+            "binding_hello",
+            None,
+            Some(0),
+            json!({
+                "binding_uri": wire::BINDING_URI,
+                "binding_version": wire::BINDING_VERSION,
+                "supported_operations": wire::CORE_OPERATIONS,
+                "activated_extensions": [],
+                "session": { "session_id": self.session_id, "current_sequence": current },
+                "session_host": {
+                    "supported_backends": host::backends(),
+                    "default_backend": host::NATIVE,
+                    "supported_classes": host::classes(),
+                    "default_class": host::DIRECT,
+                    "observe_supported": true,
+                    "drive_supported": true,
+                    "reattach_supported": true,
+                },
+                "flow_control": {
+                    "extension": wire::FLOW_CONTROL_URI,
+                    "ack_op": wire::OP_ACK,
+                    "window_bytes": wire::FLOW_WINDOW_BYTES,
+                    "resume_bytes": wire::FLOW_RESUME_BYTES,
+                },
+                "payload_mode": {
+                    "binary": self.binary,
+                    "binary_subprotocol": SUBPROTOCOL_BINARY,
+                    "json_subprotocol": SUBPROTOCOL_JSON,
+                },
+            }),
+        )
+    }
+
+    async fn serve(&mut self, sink: &mut Sink, mut stream: SplitStream<WebSocket>) {
+        let (interval, timeout) = (self.state.heartbeat_interval, self.state.heartbeat_timeout);
+        let mut heartbeat = tokio::time::interval_at(Instant::now() + interval, interval);
+        let mut last_pong = Instant::now();
+        let shutdown = self.state.shutdown.clone();
+        loop {
+            tokio::select! {
+                biased;
+                out = next_outbound(&mut self.member) => {
+                    let reason = match out {
+                        Some(Outbound::Frame(json)) => {
+                            if self.send_bytes(sink, json).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        Some(Outbound::Binary(frame)) => {
+                            if self.send_message(sink, Message::Binary(frame)).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        Some(Outbound::Goodbye(reason)) => reason,
+                        None => "session_closed",
+                    };
+                    self.goodbye(sink, reason).await;
+                    return;
+                }
+                Some(frame) = self.task_frames_rx.recv() => {
+                    if self.send(sink, frame).await.is_err() {
+                        return;
+                    }
+                }
+                msg = stream.next() => {
+                    if let Next::Stop = self.on_message(sink, msg, &mut last_pong).await {
+                        return;
+                    }
+                }
+                _ = heartbeat.tick() => {
+                    if last_pong.elapsed() > timeout {
+                        tracing::info!(silent_secs = last_pong.elapsed().as_secs_f64(),
+                            "no Pong within the heartbeat timeout; reaping the connection");
+                        let _ = tokio::time::timeout(Duration::from_secs(1),
+                            close(sink, 1011, "heartbeat timeout")).await;
+                        return;
+                    }
+                    if self.send_message(sink, Message::Ping(Bytes::new())).await.is_err() {
+                        return;
+                    }
+                }
+                _ = shutdown.cancelled() => {
+                    self.goodbye(sink, "server_shutdown").await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One message from the client: admitted (size, rate), then handled by kind.
+    async fn on_message(
+        &mut self,
+        sink: &mut Sink,
+        msg: Option<Result<Message, axum::Error>>,
+        last_pong: &mut Instant,
+    ) -> Next {
+        let size = match &msg {
+            Some(Ok(Message::Text(t))) => Some(t.len()),
+            Some(Ok(Message::Binary(b))) => Some(b.len()),
+            _ => None,
+        };
+        if let Some(size) = size {
+            match self.admit(sink, size).await {
+                Admit::Take => {}
+                Admit::Skip => return Next::Continue,
+                Admit::Stop => return Next::Stop,
+            }
+        }
+        match msg {
+            Some(Ok(Message::Text(text))) => self.on_text(sink, text.as_str()).await,
+            Some(Ok(Message::Binary(frame))) => self.on_binary(sink, &frame).await,
+            Some(Ok(Message::Pong(_))) => {
+                *last_pong = Instant::now();
+                Next::Continue
+            }
+            Some(Ok(Message::Ping(_))) => Next::Continue,
+            Some(Ok(Message::Close(_))) | None => Next::Stop,
+            Some(Err(e)) => {
+                tracing::info!(error = %e, "socket error");
+                Next::Stop
+            }
+        }
+    }
+
+    /// Whether to act on a client frame of `size` bytes: an oversized one ends the
+    /// connection (1009); one over the rate limit is dropped with `RATE_LIMITED` (at most
+    /// once a second), and a client that keeps sending past it is closed with 4429.
+    async fn admit(&mut self, sink: &mut Sink, size: usize) -> Admit {
+        if size > MAX_FRAME_BYTES {
+            let m = format!("frames are limited to {MAX_FRAME_BYTES} bytes; this one has {size}");
+            return self.fatal(sink, ErrorCode::InvalidRequest, &m, 1009).await;
+        }
+        let now = Instant::now();
+        if self
+            .last_throttled
+            .is_some_and(|t| now.duration_since(t) > Duration::from_secs(1))
+        {
+            self.throttled = 0;
+        }
+        let Err(refused) = self.state.limits.frame(&self.principal.token_id) else {
+            return Admit::Take;
+        };
+        self.throttled += 1;
+        if self.throttled > SUSTAINED_THROTTLING {
+            tracing::warn!("closing a connection that kept sending past its rate limit");
+            return self
+                .fatal(sink, ErrorCode::RateLimited, &refused.message, 4429)
+                .await;
+        }
+        let notice_due = self
+            .last_throttled
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1));
+        self.last_throttled = Some(now);
+        if notice_due {
+            let mut payload = wire::error_payload(ErrorCode::RateLimited, &refused.message);
+            payload["retry_after_ms"] = json!(refused.retry_after.as_millis() as u64);
+            let frame = server_frame("Error", None, None, payload);
+            if self.send(sink, frame).await.is_err() {
+                return Admit::Stop;
+            }
+        }
+        Admit::Skip
+    }
+
+    /// A final `Error` frame, then the close code.
+    async fn fatal(
+        &self,
+        sink: &mut Sink,
+        code: ErrorCode,
+        message: &str,
+        close_code: u16,
+    ) -> Admit {
+        if self
+            .send(sink, error_frame(None, code, message))
+            .await
+            .is_ok()
+        {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(1),
+                close(sink, close_code, code.as_str()),
+            )
+            .await;
+        }
+        Admit::Stop
+    }
+
+    /// Sends with a deadline: a peer that takes longer than the heartbeat timeout to take
+    /// one frame is treated as gone.
+    async fn send_message(&self, sink: &mut Sink, msg: Message) -> Result<(), Ended> {
+        match tokio::time::timeout(self.state.heartbeat_timeout, sink.send(msg)).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(Ended),
+        }
+    }
+
+    async fn send(&self, sink: &mut Sink, text: String) -> Result<(), Ended> {
+        self.send_message(sink, Message::Text(text.into())).await
+    }
+
+    async fn send_bytes(&self, sink: &mut Sink, json: Bytes) -> Result<(), Ended> {
+        let text = Utf8Bytes::try_from(json).map_err(|_| Ended)?;
+        self.send_message(sink, Message::Text(text)).await
+    }
+
+    async fn goodbye(&self, sink: &mut Sink, reason: &str) {
+        let frame = server_frame("binding_goodbye", None, None, json!({ "reason": reason }));
+        if self.send(sink, frame).await.is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), close(sink, 1000, reason)).await;
+        }
+    }
+
+    async fn refuse(
+        &self,
+        sink: &mut Sink,
+        id: Option<String>,
+        code: ErrorCode,
+        message: &str,
+    ) -> Next {
+        tracing::debug!(code = code.as_str(), message, "refused a client frame");
+        match self.send(sink, error_frame(id, code, message)).await {
+            Ok(()) => Next::Continue,
+            Err(Ended) => Next::Stop,
+        }
+    }
+
+    /// A binary frame: `PW1I` input under `pty-ws.v1.binary`, held to the same scope and
+    /// role checks as `pty.session_input`.
+    async fn on_binary(&mut self, sink: &mut Sink, frame: &[u8]) -> Next {
+        let input = match frame.strip_prefix(wire::BINARY_INPUT_MAGIC) {
+            Some(data) if self.binary => data.to_vec(),
+            _ => {
+                let m = if self.binary {
+                    "a binary frame must be PW1I input"
+                } else {
+                    "binary frames need the pty-ws.v1.binary subprotocol"
+                };
+                return self.refuse(sink, None, ErrorCode::InvalidRequest, m).await;
+            }
+        };
+        match self
+            .ask_member(Scope::Control, "input", |c, r| Command::Input(c, input, r))
+            .await
+        {
+            Ok(()) => Next::Continue,
+            Err(refusal) => {
+                self.refuse(sink, None, refusal.code, &refusal.message)
+                    .await
+            }
+        }
+    }
+
+    async fn on_text(&mut self, sink: &mut Sink, text: &str) -> Next {
+        let decoded = ClientOp::decode(text);
+        let (env, op, session_ref) = match decoded {
+            Ok(d) => (d.envelope, d.op, d.session_id),
+            Err((id, DecodeError::Invalid(m))) => {
+                return self.refuse(sink, id, ErrorCode::InvalidRequest, &m).await;
+            }
+            Err((id, DecodeError::Unsupported(op))) => {
+                // Binding §4.7: push configs are control-plane operations, served elsewhere.
+                let m = if op.contains("PushNotificationConfig") {
+                    format!(
+                        "{op} is not carried on pty-ws/v1: use the HTTP+JSON or JSON-RPC interface of the AgentCard"
+                    )
+                } else {
+                    format!("unknown op {op:?}")
+                };
+                return self
+                    .refuse(sink, id, ErrorCode::UnsupportedOperation, &m)
+                    .await;
+            }
+        };
+        if !self.seen_first_frame {
+            self.seen_first_frame = true;
+            if let Some(p) = env.service_parameters.clone() {
+                self.set_service_parameters(p);
+            }
+        }
+        if session_ref.as_deref().is_some_and(|s| s != self.session_id) {
+            return self
+                .refuse(
+                    sink,
+                    Some(env.id),
+                    ErrorCode::PermissionDenied,
+                    "this connection is bound to another session",
+                )
+                .await;
+        }
+        let id = env.id.clone();
+        let result = match op {
+            ClientOp::Task(op) => {
+                self.task_op(env.id, op);
+                return Next::Continue;
+            }
+            ClientOp::Join(join) => return self.join(sink, env, join).await,
+            ClientOp::Leave => return self.leave(sink).await,
+            ClientOp::Ping(ping) => {
+                let pong = Pong {
+                    client_ts: ping.client_ts,
+                    server_ts: clock::now_rfc3339(),
+                };
+                let frame = server_frame(
+                    "pong",
+                    Some(id),
+                    None,
+                    serde_json::to_value(pong).unwrap_or_default(),
+                );
+                return self.next(self.send(sink, frame).await);
+            }
+            ClientOp::UpdateServiceParameters(u) => {
+                self.set_service_parameters(u.service_parameters);
+                let frame = server_frame(
+                    "UpdateServiceParameters.Response",
+                    Some(id),
+                    None,
+                    json!({}),
+                );
+                return self.next(self.send(sink, frame).await);
+            }
+            ClientOp::Input(data) => {
+                self.ask_member(Scope::Control, "input", |c, r| Command::Input(c, data, r))
+                    .await
+            }
+            ClientOp::Resize(size) => {
+                self.ask_member(Scope::Control, "resize", |c, r| {
+                    Command::Resize(c, size.cols.0, size.rows.0, r)
+                })
+                .await
+            }
+            ClientOp::RequestRole(role) => {
+                let needed = if role == Role::Controller {
+                    Scope::Control
+                } else {
+                    Scope::Observe
+                };
+                self.ask_member(needed, "the controller role", |c, r| {
+                    Command::RequestRole(c, role, r)
+                })
+                .await
+            }
+            ClientOp::ReleaseRole => {
+                self.ask_member(Scope::Observe, "", |c, r| {
+                    Command::RequestRole(c, Role::Observer, r)
+                })
+                .await
+            }
+            ClientOp::RequestKeyframe => {
+                self.ask_member(Scope::Observe, "", Command::RequestKeyframe)
+                    .await
+            }
+            ClientOp::Ack(ack) => {
+                self.ask_member(Scope::Observe, "", |c, r| Command::Ack(c, ack.sequence, r))
+                    .await
+            }
+        };
+        match result {
+            Ok(()) => Next::Continue,
+            Err(refusal) => {
+                self.refuse(sink, Some(id), refusal.code, &refusal.message)
+                    .await
+            }
+        }
+    }
+
+    /// Runs an A2A operation beside the connection loop (a blocking SendMessage must not
+    /// hold up the terminal); its answer, and a stream's updates, come back as frames.
+    fn task_op(&mut self, request_id: String, op: TaskOp) {
+        let ctx = TaskContext {
+            state: self.state.clone(),
+            principal: self.principal.clone(),
+            session_id: self.session_id.clone(),
+            service_parameters: self.service_parameters.clone(),
+            frames: self.task_frames.clone(),
+            request_id: request_id.clone(),
+        };
+        let follow_key = match &op {
+            TaskOp::Unsubscribe(r) => {
+                self.follows.remove(&r.task_id);
+                let frame = server_frame("Unsubscribe.Response", Some(request_id), None, json!({}));
+                let _ = self.task_frames.try_send(frame);
+                return;
+            }
+            TaskOp::SubscribeToTask(r) => Some(r.task_id.clone()),
+            TaskOp::SendStreamingMessage(_) => Some(request_id),
+            _ => None,
+        };
+        let work = tokio::spawn(ctx.run(op).instrument(self.span.clone()));
+        if let Some(key) = follow_key {
+            self.follows.insert(key, AbortOnDropHandle::new(work));
+        }
+    }
+
+    fn next(&self, sent: Result<(), Ended>) -> Next {
+        if sent.is_ok() {
+            Next::Continue
+        } else {
+            Next::Stop
+        }
+    }
+
+    fn set_service_parameters(&mut self, params: Map<String, Value>) {
+        if let Some(trace) = params.get("trace_id").and_then(Value::as_str) {
+            self.span.record("trace_id", trace);
+        }
+        self.service_parameters = params;
+    }
+}
+
+async fn next_outbound(member: &mut Option<Membership>) -> Option<Outbound> {
+    match member {
+        Some(m) => m.out.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn close(sink: &mut Sink, code: u16, reason: &str) -> Result<(), axum::Error> {
+    sink.send(Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    })))
+    .await
+}

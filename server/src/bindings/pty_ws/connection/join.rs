@@ -1,0 +1,254 @@
+//! Joining a session (fresh, resumed with `replay_from`, or a closed session served from
+//! the store) and leaving it.
+
+use super::*;
+
+impl Connection {
+    /// Asks the session on behalf of the joined member, after the binding's scope check.
+    pub(super) async fn ask_member(
+        &self,
+        needed: Scope,
+        what: &str,
+        make: impl FnOnce(String, tokio::sync::oneshot::Sender<Result<(), Refusal>>) -> Command,
+    ) -> Result<(), Refusal> {
+        let member = self
+            .member
+            .as_ref()
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        let result = if self.principal.scope < needed {
+            Err(Refusal::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "{what} needs {needed}; this token has {}",
+                    self.principal.scope
+                ),
+            ))
+        } else {
+            member
+                ._guard
+                .handle
+                .ask(|reply| make(member.client_id.clone(), reply))
+                .await
+                .unwrap_or_else(|| Err(Refusal::new(ErrorCode::Internal, "the session has ended")))
+        };
+        if let Err(refusal) = &result
+            && refusal.code == ErrorCode::PermissionDenied
+        {
+            self.state.audit.record(
+                audit::Record::new(audit::Event::WriteDenied, &self.session_id)
+                    .by(&self.principal.token_id)
+                    .client(&member.client_id)
+                    .detail(json!({ "what": what, "reason": refusal.message })),
+            );
+        }
+        result
+    }
+
+    pub(super) async fn join(&mut self, sink: &mut Sink, env: Envelope, join: JoinSession) -> Next {
+        let id = Some(env.id.clone());
+        if self.member.is_some() {
+            return self
+                .refuse(sink, id, ErrorCode::InvalidRequest, "already joined")
+                .await;
+        }
+        if let Err(e) = sessions::check_host(
+            join.session_backend.as_deref(),
+            join.session_class.as_deref(),
+            self.state.sessions.settings(),
+        ) {
+            return self
+                .refuse(sink, id, ErrorCode::UnsupportedOperation, &e.to_string())
+                .await;
+        }
+        let Some(role) = join.role else {
+            return self
+                .refuse(
+                    sink,
+                    id,
+                    ErrorCode::InvalidRequest,
+                    "pty.join_session: role is required",
+                )
+                .await;
+        };
+        let size = match (join.terminal_size, join.cols, join.rows) {
+            (Some(t), _, _) => Some((t.cols.0, t.rows.0)),
+            (None, Some(c), Some(r)) => Some((c.0, r.0)),
+            (None, None, None) => None,
+            _ => {
+                return self
+                    .refuse(
+                        sink,
+                        id,
+                        ErrorCode::InvalidRequest,
+                        "give both cols and rows",
+                    )
+                    .await;
+            }
+        };
+        if join
+            .client_label
+            .as_ref()
+            .is_some_and(|l| l.chars().count() > 128)
+        {
+            return self
+                .refuse(
+                    sink,
+                    id,
+                    ErrorCode::InvalidRequest,
+                    "client_label is longer than 128 characters",
+                )
+                .await;
+        }
+        let Some(handle) = self.state.sessions.live(&self.session_id) else {
+            return self.replay_closed(sink, id, env.replay_from).await;
+        };
+        let (out_tx, out) = sessions::viewer_queue();
+        let request = JoinRequest {
+            role,
+            scope: self.principal.scope,
+            label: join.client_label.or_else(|| self.principal.label.clone()),
+            replay_from: env.replay_from,
+            size,
+            out: out_tx,
+            binary: self.binary,
+        };
+        let joined = match handle.ask(|r| Command::Join(request, r)).await {
+            None => return self.replay_closed(sink, id, env.replay_from).await,
+            Some(Err(refusal)) => {
+                return self.refuse(sink, id, refusal.code, &refusal.message).await;
+            }
+            Some(Ok(joined)) => joined,
+        };
+        self.span.record("client_id", joined.client_id.as_str());
+        self.member = Some(Membership {
+            client_id: joined.client_id.clone(),
+            role: joined.role,
+            out,
+            _guard: LeaveOnDrop {
+                handle,
+                client_id: Some(joined.client_id.clone()),
+            },
+        });
+        tracing::info!(role = ?joined.role, "joined");
+        if joined.role == Role::Observer {
+            self.state.audit.record(
+                audit::Record::new(audit::Event::ObserverJoined, &self.session_id)
+                    .by(&self.principal.token_id)
+                    .client(&joined.client_id),
+            );
+        }
+        let flushed = self.initial_flush(sink, id, joined).await;
+        self.next(flushed)
+    }
+
+    /// The joiner's first frames: `RoleAssigned`, any replay, then keyframe and membership.
+    async fn initial_flush(
+        &self,
+        sink: &mut Sink,
+        id: Option<String>,
+        joined: Joined,
+    ) -> Result<(), Ended> {
+        self.send_bytes(sink, joined.first).await?;
+        match joined.replay {
+            Replay::None => {}
+            Replay::OutOfRange { floor, current } => {
+                let m = replay_out_of_range(floor, current);
+                self.send(sink, error_frame(id, ErrorCode::ReplayOutOfRange, &m))
+                    .await?;
+            }
+            Replay::Range { store, ring } => {
+                if let Some((after, before)) = store {
+                    let frames = self
+                        .state
+                        .store
+                        .frames_between(&self.session_id, after, before)
+                        .await
+                        .map_err(|e| {
+                            tracing::error!(error = %e, "reading replay failed");
+                            Ended
+                        })?;
+                    for f in frames {
+                        self.send_bytes(sink, envelope(&f)).await?;
+                    }
+                }
+                for f in ring {
+                    self.send_bytes(sink, envelope(&f)).await?;
+                }
+            }
+        }
+        for json in joined.rest {
+            self.send_bytes(sink, json).await?;
+        }
+        Ok(())
+    }
+
+    /// A session that has ended is served from the store: its replay (or its final
+    /// keyframe and `Closed`), then goodbye.
+    async fn replay_closed(
+        &self,
+        sink: &mut Sink,
+        id: Option<String>,
+        replay_from: Option<u64>,
+    ) -> Next {
+        let store = &self.state.store;
+        let sid = &self.session_id;
+        let result: anyhow::Result<()> = async {
+            let (last, floor) = store
+                .session(sid)
+                .await?
+                .map_or((0, 0), |r| (r.last_sequence, r.replay_floor));
+            let frames = match replay_from {
+                Some(after) if after <= last && after >= floor => {
+                    store.frames_between(sid, after, last + 1).await?
+                }
+                Some(_) => {
+                    let m = replay_out_of_range(floor, last);
+                    let _ = self
+                        .send(
+                            sink,
+                            error_frame(id.clone(), ErrorCode::ReplayOutOfRange, &m),
+                        )
+                        .await;
+                    store.frames_from_last_keyframe(sid).await?
+                }
+                None => store.frames_from_last_keyframe(sid).await?,
+            };
+            for f in frames {
+                self.send_bytes(sink, envelope(&f))
+                    .await
+                    .map_err(|Ended| anyhow::anyhow!("send failed"))?;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::info!(error = %e, "replaying a closed session stopped");
+            return Next::Stop;
+        }
+        self.goodbye(sink, "session_closed").await;
+        Next::Stop
+    }
+
+    pub(super) async fn leave(&mut self, sink: &mut Sink) -> Next {
+        if let Some(mut member) = self.member.take() {
+            let client_id = member._guard.client_id.take().unwrap_or_default();
+            let last = member
+                ._guard
+                .handle
+                .ask(|r| Command::Leave(client_id, Some(r)))
+                .await;
+            if let Some(frame) = last {
+                let _ = self.send_bytes(sink, frame).await;
+            }
+            tracing::info!(role = ?member.role, "left");
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), close(sink, 1000, "left")).await;
+        Next::Stop
+    }
+}
+
+fn replay_out_of_range(floor: u64, current: u64) -> String {
+    format!(
+        "replay_from is outside the retained window: frames after sequence {floor} are retained, up to {current}"
+    )
+}

@@ -1,0 +1,171 @@
+//! The `pty-ws/v1` binding: upgrade checks (subprotocol, bearer, session), then one task
+//! per connection (`connection`) that maps frames to session commands and session frames
+//! to the socket; joining (`connection::join`) and the A2A operations on the connection
+//! (`connection::tasks`) are its two other parts.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
+use tracing::Instrument;
+use wire::a2a::{StreamResponse, Task};
+use wire::{
+    self, ClientOp, DecodeError, Envelope, ErrorCode, JoinSession, Pong, Role, SUBPROTOCOL_BINARY,
+    SUBPROTOCOL_JSON, TaskOp,
+};
+
+mod connection;
+
+use connection::Connection;
+
+use crate::a2a::service::TaskStream;
+use crate::a2a::{A2aError, Version, Via};
+
+use crate::audit;
+use crate::auth::{self, Principal, Scope};
+use crate::clock;
+use crate::limits::SessionSlot;
+use crate::plumbing::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
+use crate::sessions::host;
+use crate::sessions::{
+    self, Command, JoinRequest, Joined, Outbound, Refusal, Replay, SessionHandle, envelope,
+};
+
+/// Largest client frame accepted.
+
+pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, Deserialize)]
+pub struct AttachPath {
+    sid: String,
+}
+
+/// `GET B/sessions/{sid}/attach`: everything that can fail is refused before the upgrade.
+pub async fn attach(
+    State(state): State<AppState>,
+    Path(AttachPath { sid }): Path<AttachPath>,
+    uri: Uri,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    match check_attach(&state, &sid, &uri, &headers).await {
+        Err(e) => e.into_response(),
+        Ok((principal, subprotocol, slot)) => {
+            match upgrade {
+                Err(rejection) => rejection.into_response(),
+                Ok(ws) => {
+                    let tracker = state.connections.clone();
+                    let binary = subprotocol == SUBPROTOCOL_BINARY;
+                    let attach = audit::Record::new(audit::Event::Attach, &sid)
+                    .by(&principal.token_id)
+                    .detail(json!({ "scope": principal.scope.as_str(), "subprotocol": subprotocol }));
+                    state.audit.record(attach);
+                    if principal.share_link {
+                        let used = audit::Record::new(audit::Event::ShareLinkUsed, &sid)
+                            .by(&principal.token_id)
+                            .detail(json!({ "to": "attach" }));
+                        state.audit.record(used);
+                    }
+                    // Frames up to four times the limit are read and refused with 1009; beyond
+                    // that the socket layer drops the connection.
+                    ws.protocols([subprotocol])
+                        .max_message_size(MAX_FRAME_BYTES * 4)
+                        .max_frame_size(MAX_FRAME_BYTES * 4)
+                        .on_upgrade(move |socket| {
+                            let connection = Connection::new(state, principal, sid, binary, slot);
+                            tracker.track_future(connection.run(socket))
+                        })
+                }
+            }
+        }
+    }
+}
+
+async fn check_attach(
+    state: &AppState,
+    sid: &str,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<(Principal, &'static str, SessionSlot), ApiError> {
+    refuse_query_token(uri.query())?;
+    if state.refuse_plain_ws {
+        return Err(ApiError::forbidden(
+            "plain ws:// is refused on a non-loopback address: put TLS in front or pass --allow-insecure-ws",
+        ));
+    }
+    // A browser says where the page came from: only ours may attach (no cross-site
+    // WebSocket hijacking). Other clients send no Origin.
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())
+        && !state.origin_allowed(origin)
+    {
+        tracing::warn!(origin, "refused a WebSocket upgrade from a foreign origin");
+        return Err(ApiError::forbidden(format!(
+            "pages from {origin} may not attach (see --allowed-origin)"
+        )));
+    }
+    let offered: Vec<&str> = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    // The first of ours the client offers is the one it prefers.
+    let Some(subprotocol) = offered.iter().find_map(|p| {
+        [SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON]
+            .into_iter()
+            .find(|o| o == p)
+    }) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the Sec-WebSocket-Protocol header must include pty-ws.v1 or pty-ws.v1.binary",
+        ));
+    };
+    let token = header_bearer(headers)
+        .map(str::to_owned)
+        .or_else(|| auth::bearer_from_subprotocols(offered.iter().copied()));
+    let principal = auth::authenticate(&state.store, token.as_deref())
+        .await
+        .map_err(auth_error)?;
+    let known = principal.sees_session(sid) && state.sessions.view(sid).await?.is_some();
+    if !known {
+        return Err(ApiError::not_found(format!("no session {sid}")));
+    }
+    state
+        .limits
+        .connection(&principal.token_id)
+        .map_err(ApiError::rate_limited)?;
+    let slot = state
+        .limits
+        .session_slot(sid)
+        .map_err(ApiError::rate_limited)?;
+    Ok((principal, subprotocol, slot))
+}
+
+/// A binding-level frame (not a session frame): hello, goodbye, responses, errors.
+fn server_frame(op: &str, id: Option<String>, sequence: Option<u64>, payload: Value) -> String {
+    let mut env = Envelope::new(
+        op,
+        id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+        clock::now_rfc3339(),
+        payload,
+    );
+    env.sequence = sequence;
+    env.to_text()
+}
+
+fn error_frame(id: Option<String>, code: ErrorCode, message: &str) -> String {
+    server_frame("Error", id, None, wire::error_payload(code, message))
+}
