@@ -1,0 +1,236 @@
+//! Membership: joins (fresh or resumed), leaves, the controller role, input and resizes by
+//! the controller, and keyframes on request.
+
+use super::*;
+
+impl Actor {
+    pub(super) fn join(&mut self, req: JoinRequest) -> Result<Joined, Refusal> {
+        if self.close_reason.is_some() {
+            return Err(Refusal::new(ErrorCode::Internal, "the session is closing"));
+        }
+        if req.role == Role::Controller && req.scope < Scope::Control {
+            return Err(Refusal::new(
+                ErrorCode::PermissionDenied,
+                "a pty:observe token cannot take the controller role",
+            ));
+        }
+        let (role, downgrade) = match req.role {
+            Role::Controller if self.count(Role::Controller) < self.settings.max_controllers => {
+                (Role::Controller, None)
+            }
+            Role::Controller => (Role::Observer, Some(self.capacity_reason())),
+            Role::Observer => (Role::Observer, None),
+        };
+        if role == Role::Observer && self.count(Role::Observer) >= self.settings.max_observers {
+            return Err(Refusal::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "observer capacity ({}) reached",
+                    self.settings.max_observers
+                ),
+            ));
+        }
+        if role == Role::Controller && !self.had_controller {
+            self.had_controller = true;
+            if let Some((cols, rows)) = req.size {
+                self.apply_resize(cols, rows)
+                    .map_err(|m| Refusal::new(ErrorCode::Internal, m))?;
+            }
+        }
+        let client_id = uuid::Uuid::now_v7().to_string();
+        let first = self.personal(SessionFrame::RoleAssigned {
+            role,
+            client_id: client_id.clone(),
+            downgraded: downgrade.as_ref().map(|_| true),
+            reason: downgrade,
+        });
+        let replay = match req.replay_from {
+            None => Replay::None,
+            Some(after) => self.replay_plan(after),
+        };
+        tracing::info!(
+            session_id = %self.id, %client_id, role = ?role, scope = %req.scope,
+            label = req.label.as_deref().unwrap_or(""), "member joined"
+        );
+        self.members.push(Member {
+            client_id: client_id.clone(),
+            role,
+            scope: req.scope,
+            label: req.label,
+            out: req.out,
+            binary: req.binary,
+            flow: None,
+            lagged: false,
+            last_keyframe_request: None,
+        });
+        let rest = match replay {
+            Replay::None => {
+                let membership = self.membership_changed(Some(&client_id));
+                vec![membership, self.personal_keyframe()]
+            }
+            _ => {
+                let keyframe = self.personal_keyframe();
+                vec![keyframe, self.membership_changed(Some(&client_id))]
+            }
+        };
+        Ok(Joined {
+            client_id,
+            role,
+            first,
+            replay,
+            rest,
+        })
+    }
+
+    pub(super) fn capacity_reason(&self) -> String {
+        format!(
+            "controller capacity ({}) reached",
+            self.settings.max_controllers
+        )
+    }
+
+    /// Which retained frames follow `after`; the store holds what the ring no longer does.
+    pub(super) fn replay_plan(&self, after: u64) -> Replay {
+        let current = self.seq;
+        let ring_oldest = self.ring.oldest();
+        let floor = self.persisted.borrow().floor;
+        if after > current || after < floor {
+            return Replay::OutOfRange { floor, current };
+        }
+        let store = match ring_oldest {
+            Some(r) if r > after + 1 => Some((after, r)),
+            Some(_) => None,
+            None => Some((after, current + 1)),
+        };
+        Replay::Range {
+            store,
+            ring: self.ring.after(after).cloned().collect(),
+        }
+    }
+
+    pub(super) fn leave(&mut self, client_id: &str) -> Option<Bytes> {
+        let i = self.index(client_id)?;
+        let m = self.members.remove(i);
+        tracing::info!(session_id = %self.id, client_id, role = ?m.role, "member left");
+        Some(self.membership_changed(None))
+    }
+
+    /// The member, if it holds the controller role with a scope that allows control.
+    pub(super) fn controller(&self, client_id: &str, what: &str) -> Result<usize, Refusal> {
+        let i = self
+            .index(client_id)
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        let m = &self.members[i];
+        if m.role != Role::Controller || m.scope < Scope::Control {
+            tracing::info!(session_id = %self.id, client_id, what, "denied write from a non-controller");
+            return Err(Refusal::new(
+                ErrorCode::PermissionDenied,
+                format!("only the controller may send {what}"),
+            ));
+        }
+        Ok(i)
+    }
+
+    pub(super) fn input(&mut self, client_id: &str, data: Vec<u8>) -> Result<(), Refusal> {
+        self.controller(client_id, "input")?;
+        if let Err(e) = self.pty.write(data) {
+            let code = PtyErrorCode::PtyWriteFailed;
+            let message = match e {
+                InputError::Full => "input dropped: the program is not reading its terminal",
+                InputError::Closed => "input dropped: the terminal is closed",
+            };
+            let frame = self.personal(SessionFrame::Error {
+                code,
+                message: message.into(),
+            });
+            self.deliver_to(client_id, frame);
+        }
+        Ok(())
+    }
+
+    pub(super) fn apply_resize(&mut self, cols: u16, rows: u16) -> Result<(), String> {
+        self.pty
+            .resize(cols, rows)
+            .map_err(|e| format!("resize failed: {e}"))?;
+        self.screen.resize(cols, rows);
+        self.broadcast(SessionFrame::Resize { cols, rows }, None);
+        let _ = self.persist.send(Persist::Size(cols, rows));
+        self.publish_status();
+        Ok(())
+    }
+
+    pub(super) fn resize_by(
+        &mut self,
+        client_id: &str,
+        cols: u16,
+        rows: u16,
+    ) -> Result<(), Refusal> {
+        self.controller(client_id, "resize")?;
+        if let Err(message) = self.apply_resize(cols, rows) {
+            let frame = self.personal(SessionFrame::Error {
+                code: PtyErrorCode::PtyResizeFailed,
+                message,
+            });
+            self.deliver_to(client_id, frame);
+        }
+        Ok(())
+    }
+
+    pub(super) fn request_role(&mut self, client_id: &str, role: Role) -> Result<(), Refusal> {
+        let i = self
+            .index(client_id)
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        let (current, scope) = (self.members[i].role, self.members[i].scope);
+        if role == Role::Controller && scope < Scope::Control {
+            return Err(Refusal::new(
+                ErrorCode::PermissionDenied,
+                "a pty:observe token cannot take the controller role",
+            ));
+        }
+        let (granted, downgrade) = match (role, current) {
+            (Role::Controller, Role::Observer)
+                if self.count(Role::Controller) >= self.settings.max_controllers =>
+            {
+                (Role::Observer, Some(self.capacity_reason()))
+            }
+            _ => (role, None),
+        };
+        let assigned = self.personal(SessionFrame::RoleAssigned {
+            role: granted,
+            client_id: client_id.to_owned(),
+            downgraded: downgrade.as_ref().map(|_| true),
+            reason: downgrade,
+        });
+        self.deliver(i, Outbound::Frame(assigned));
+        if granted != current {
+            self.members[i].role = granted;
+            self.audit.record(
+                audit::Record::new(audit::Event::RoleChanged, &self.id)
+                    .client(client_id)
+                    .detail(serde_json::json!({ "from": current, "to": granted })),
+            );
+            self.membership_changed(None);
+        }
+        Ok(())
+    }
+
+    pub(super) fn request_keyframe(&mut self, client_id: &str) -> Result<(), Refusal> {
+        let i = self
+            .index(client_id)
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        let now = Instant::now();
+        if self.members[i]
+            .last_keyframe_request
+            .is_some_and(|t| now.duration_since(t) < KEYFRAME_REQUEST_INTERVAL)
+        {
+            return Err(Refusal::new(
+                ErrorCode::RateLimited,
+                "keyframes can be requested once per second",
+            ));
+        }
+        self.members[i].last_keyframe_request = Some(now);
+        let frame = self.personal_keyframe();
+        self.deliver(i, Outbound::Frame(frame));
+        Ok(())
+    }
+}

@@ -1,0 +1,143 @@
+//! The write-behind: frames persisted in batches, the session's size and close, retention.
+
+use super::*;
+
+/// What the write-behind task has made durable: every frame up to `upto`, and every
+/// retained frame after `floor` (below it, retention has pruned).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Persisted {
+    pub(super) upto: u64,
+    pub floor: u64,
+}
+
+pub(super) enum Persist {
+    Frame(Frame),
+    /// Everything queued so far is written.
+    Flush(oneshot::Sender<()>),
+    Size(u16, u16),
+    Close {
+        exit_code: Option<i32>,
+        reason: CloseReason,
+        done: oneshot::Sender<()>,
+    },
+}
+
+/// Persists frames in batches, the session's size and its close; prunes frames outside both
+/// retention bounds. A batch is what queued up within `BATCH_WINDOW` of its first frame (or
+/// while the last batch was written): typing then costs one transaction per burst, written
+/// after its echo went out rather than beside it.
+pub(super) async fn write_behind(
+    store: Store,
+    id: String,
+    mut rx: mpsc::UnboundedReceiver<Persist>,
+    persisted: watch::Sender<Persisted>,
+    settings: Settings,
+) {
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut last_prune = Instant::now();
+    let mut since_prune = 0usize;
+    while let Some(first) = rx.recv().await {
+        if matches!(first, Persist::Frame(_)) {
+            tokio::time::sleep(BATCH_WINDOW).await;
+        }
+        let mut ops = vec![first];
+        while ops.len() < 1024 {
+            match rx.try_recv() {
+                Ok(op) => ops.push(op),
+                Err(_) => break,
+            }
+        }
+        for op in ops {
+            match op {
+                Persist::Frame(f) => {
+                    since_prune += 1;
+                    frames.push(f);
+                }
+                Persist::Flush(done) => {
+                    flush(&store, &id, &mut frames, &persisted).await;
+                    let _ = done.send(());
+                }
+                Persist::Size(cols, rows) => {
+                    flush(&store, &id, &mut frames, &persisted).await;
+                    if let Err(e) = store.set_session_size(&id, cols, rows).await {
+                        tracing::error!(session_id = %id, error = %e, "persisting size failed");
+                    }
+                }
+                Persist::Close {
+                    exit_code,
+                    reason,
+                    done,
+                } => {
+                    flush(&store, &id, &mut frames, &persisted).await;
+                    let last = persisted.borrow().upto;
+                    let reason = serde_json::to_value(reason)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    if let Err(e) = store
+                        .close_session(&id, exit_code, &reason, last, clock::now_ms())
+                        .await
+                    {
+                        tracing::error!(session_id = %id, error = %e, "persisting close failed");
+                    }
+                    let _ = done.send(());
+                }
+            }
+        }
+        flush(&store, &id, &mut frames, &persisted).await;
+        if since_prune >= settings.replay_frames || last_prune.elapsed() >= PRUNE_INTERVAL {
+            last_prune = Instant::now();
+            since_prune = 0;
+            prune(&store, &id, &persisted, &settings).await;
+        }
+    }
+}
+
+pub(super) async fn flush(
+    store: &Store,
+    id: &str,
+    frames: &mut Vec<Frame>,
+    persisted: &watch::Sender<Persisted>,
+) {
+    let Some(last) = frames.last().map(|f| f.sequence) else {
+        return;
+    };
+    let first = frames[0].sequence;
+    let mut delay = Duration::from_millis(50);
+    for attempt in 1..=5 {
+        match store.insert_frames(id, frames).await {
+            Ok(()) => break,
+            Err(e) if attempt < 5 => {
+                tracing::warn!(session_id = %id, error = %e, attempt, "persisting frames failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            Err(e) => {
+                tracing::error!(session_id = %id, error = %e, first, last, "persisting frames failed")
+            }
+        }
+    }
+    frames.clear();
+    persisted.send_modify(|p| p.upto = last);
+}
+
+pub(super) async fn prune(
+    store: &Store,
+    id: &str,
+    persisted: &watch::Sender<Persisted>,
+    settings: &Settings,
+) {
+    let upto = persisted
+        .borrow()
+        .upto
+        .saturating_sub(settings.replay_frames as u64);
+    let before = clock::now_ms() - settings.replay_retention.as_millis() as i64;
+    match store.prune_frames(id, upto, before).await {
+        Ok(Some(floor)) => {
+            tracing::debug!(session_id = %id, floor, "pruned replay frames");
+            persisted.send_modify(|p| p.floor = floor);
+        }
+        Ok(None) => {}
+        Err(e) => tracing::error!(session_id = %id, error = %e, "pruning frames failed"),
+    }
+}

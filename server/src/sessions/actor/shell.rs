@@ -1,0 +1,213 @@
+//! The shell side of a session: the OSC 133 marks in its output, the commands queued for
+//! it and the one running, INPUT_REQUIRED detection and cancel.
+
+use super::*;
+
+/// What a task's runner hears from the session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskEvent {
+    /// The command was typed at the prompt.
+    Started,
+    /// Bytes the command printed (between the C and D marks, exactly).
+    Output(Vec<u8>),
+    /// The shell reported the command's exit status.
+    Finished(Option<i32>),
+    /// The command waits for the terminal, showing this prompt.
+    InputRequired(String),
+    /// An answer was typed; the command goes on.
+    Resumed(wire::a2a::Message),
+    /// Canceled before it was typed.
+    Dequeued,
+    /// The session ended first.
+    Ended,
+}
+
+/// A command line to run in the session's shell, and where its events go.
+pub struct TaskRun {
+    pub task_id: String,
+    pub line: String,
+    pub events: mpsc::UnboundedSender<TaskEvent>,
+}
+
+pub(super) struct Running {
+    run: TaskRun,
+    capturing: bool,
+    kill_at: Option<Instant>,
+    last_output: Instant,
+    /// InputRequired was reported and not answered yet.
+    asked: bool,
+}
+
+/// The shell side of a session: marks in its output, and the commands queued for it.
+#[derive(Default)]
+pub(super) struct Shell {
+    pub(super) scanner: MarkScanner,
+    pub(super) state: ShellState,
+}
+
+#[derive(Default)]
+pub(super) struct ShellState {
+    /// The prompt is on screen and nothing has been typed for a task since.
+    prompt_ready: bool,
+    running: Option<Running>,
+    queue: std::collections::VecDeque<TaskRun>,
+}
+
+impl ShellState {
+    pub(super) fn on_piece(&mut self, piece: Piece<'_>, pty: &Pty) {
+        match piece {
+            Piece::Text(t) => {
+                if let Some(r) = self.running.as_mut().filter(|r| r.capturing) {
+                    r.last_output = Instant::now();
+                    let _ = r.run.events.send(TaskEvent::Output(t.to_vec()));
+                }
+            }
+            Piece::Mark(Mark::PromptEnd) => {
+                self.prompt_ready = true;
+                self.start_next(pty);
+            }
+            Piece::Mark(Mark::PromptStart) => {}
+            Piece::Mark(Mark::OutputStart) => {
+                if let Some(r) = self.running.as_mut() {
+                    r.capturing = true;
+                }
+            }
+            // Typed only after a prompt, so any status that follows is our command's.
+            Piece::Mark(Mark::Finished(code)) => {
+                if let Some(r) = self.running.take() {
+                    let _ = r.run.events.send(TaskEvent::Finished(code));
+                }
+            }
+        }
+    }
+
+    pub(super) fn start_next(&mut self, pty: &Pty) {
+        if !self.prompt_ready || self.running.is_some() {
+            return;
+        }
+        let Some(run) = self.queue.pop_front() else {
+            return;
+        };
+        let mut line = run.line.clone().into_bytes();
+        line.push(b'\r');
+        match pty.write(line) {
+            Ok(()) => {
+                self.prompt_ready = false;
+                let _ = run.events.send(TaskEvent::Started);
+                self.running = Some(Running {
+                    run,
+                    capturing: false,
+                    kill_at: None,
+                    last_output: Instant::now(),
+                    asked: false,
+                });
+            }
+            Err(_) => {
+                let _ = run.events.send(TaskEvent::Ended);
+            }
+        }
+    }
+
+    pub(super) fn cancel(&mut self, task_id: &str, pty: &Pty) {
+        if let Some(i) = self.queue.iter().position(|r| r.task_id == task_id) {
+            if let Some(run) = self.queue.remove(i) {
+                let _ = run.events.send(TaskEvent::Dequeued);
+            }
+        } else if let Some(r) = self.running.as_mut().filter(|r| r.run.task_id == task_id) {
+            let _ = pty.write(vec![0x03]);
+            r.kill_at.get_or_insert(Instant::now() + CANCEL_GRACE);
+        }
+    }
+
+    /// A running command has been silent for the idle window and not yet reported.
+    pub(super) fn may_wait_for_input(&self) -> bool {
+        self.running
+            .as_ref()
+            .is_some_and(|r| r.capturing && !r.asked && r.last_output.elapsed() >= INPUT_IDLE)
+    }
+
+    /// Reports the running command as waiting for input, with the visible prompt.
+    pub(super) fn input_required(&mut self, prompt: String) {
+        if let Some(r) = self.running.as_mut() {
+            r.asked = true;
+            let _ = r.run.events.send(TaskEvent::InputRequired(prompt));
+        }
+    }
+
+    /// Types an answer for the running task; false when it is not the one waiting.
+    pub(super) fn answer(&mut self, task_id: &str, message: wire::a2a::Message, pty: &Pty) -> bool {
+        let Some(r) = self
+            .running
+            .as_mut()
+            .filter(|r| r.run.task_id == task_id && r.asked)
+        else {
+            return false;
+        };
+        let mut line = message.text().into_bytes();
+        line.push(b'\r');
+        if pty.write(line).is_err() {
+            return false;
+        }
+        r.asked = false;
+        r.last_output = Instant::now();
+        let _ = r.run.events.send(TaskEvent::Resumed(message));
+        true
+    }
+
+    pub(super) fn kill_at(&self) -> Option<Instant> {
+        self.running.as_ref().and_then(|r| r.kill_at)
+    }
+
+    /// The grace period of a cancel ran out: kill the foreground job (never the shell).
+    pub(super) fn kill_overdue(&mut self, pty: &Pty) {
+        if let Some(r) = self
+            .running
+            .as_mut()
+            .filter(|r| r.kill_at.is_some_and(|t| t <= Instant::now()))
+        {
+            r.kill_at = None;
+            pty.kill_foreground_job();
+        }
+    }
+
+    pub(super) fn end(&mut self) {
+        for run in self
+            .running
+            .take()
+            .map(|r| r.run)
+            .into_iter()
+            .chain(self.queue.drain(..))
+        {
+            let _ = run.events.send(TaskEvent::Ended);
+        }
+    }
+}
+
+impl Actor {
+    /// A silent command blocked reading the terminal needs input: report the prompt line.
+    pub(super) fn check_input_required(&mut self) {
+        if !self.pty.foreground_reads_terminal() {
+            return;
+        }
+        let row = self.screen.cursor().position().map_or(0, |(_, row)| row);
+        let prompt = self.screen.text().get(row).cloned().unwrap_or_default();
+        if let Some(shell) = self.shell.as_mut() {
+            shell.state.input_required(prompt);
+        }
+    }
+
+    pub(super) fn run_task(&mut self, run: TaskRun) -> Result<(), Refusal> {
+        if self.close_reason.is_some() {
+            return Err(Refusal::new(ErrorCode::Internal, "the session is closing"));
+        }
+        let Some(shell) = self.shell.as_mut() else {
+            return Err(Refusal::new(
+                ErrorCode::UnsupportedOperation,
+                "this session runs a program without shell integration; tasks need a session started as a shell",
+            ));
+        };
+        shell.state.queue.push_back(run);
+        shell.state.start_next(&self.pty);
+        Ok(())
+    }
+}
