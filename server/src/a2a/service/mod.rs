@@ -1,0 +1,454 @@
+//! The task service every binding calls: a message becomes a command typed into a session's
+//! shell (the shell executor); its output streams into an artifact and its exit status ends
+//! the task. Every transition is persisted before it is announced.
+
+mod feed;
+mod list;
+mod push_configs;
+mod receipts;
+mod scripted;
+mod shell_tasks;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, mpsc, watch};
+use wire::a2a::{
+    Artifact, Content, ListTasksRequest, Message, Part, Role, SendMessageRequest, StreamResponse,
+    Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
+};
+
+use super::push::{Push, Target};
+use super::{A2aError, Version, Via};
+use crate::auth::{Principal, Scope};
+use crate::clock;
+use crate::commerce::{self, Carrier, Commerce, Receipt};
+use crate::executor::Executor;
+use crate::executor::conformance::{self, Script, Step};
+use crate::executor::shell::{self, Progress, Shell};
+use crate::store::{Store, TaskFilter};
+pub use feed::TaskStream;
+use feed::{Feed, Follow, STREAM_BUFFER};
+use list::parse_ms;
+use receipts::receipt_metadata;
+
+/// How long a cancel waits for the task to end before answering with what it has.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Clone)]
+pub struct TaskService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    shell: Shell,
+    executor: Executor,
+    push: Push,
+    commerce: Commerce,
+    /// Tasks still running in this process: their latest snapshot, and cancel requests.
+    live: Mutex<HashMap<String, Live>>,
+}
+
+struct Live {
+    feed: Arc<Feed>,
+    cancel: watch::Sender<bool>,
+    context_id: String,
+}
+
+/// What SendMessage answers: the task, or (for some conformance scenarios) a message.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Sent {
+    Task(Task),
+    Message(Message),
+}
+
+/// A started send: a task to follow, or a direct answer.
+enum Started {
+    Feed(Follow),
+    Message(Message),
+}
+
+pub struct ListPage {
+    pub tasks: Vec<Task>,
+    pub next_page_token: String,
+    pub page_size: u32,
+    pub total_size: i64,
+}
+
+impl TaskService {
+    pub fn new(
+        store: Store,
+        shell: Shell,
+        executor: Executor,
+        push: Push,
+        commerce: Commerce,
+    ) -> TaskService {
+        TaskService {
+            inner: Arc::new(Inner {
+                store,
+                shell,
+                executor,
+                push,
+                commerce,
+                live: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The A202 extension messages may carry objects for.
+    pub fn commerce(&self) -> &Commerce {
+        &self.inner.commerce
+    }
+
+    pub fn live_count(&self) -> usize {
+        self.inner.live.lock().unwrap().len()
+    }
+
+    /// Fails the tasks a previous process left unfinished (their shells died with it) and
+    /// tells their push configs.
+    pub async fn recover(&self) -> anyhow::Result<()> {
+        for json in self.inner.store.unfinished_tasks().await? {
+            let mut task: Task = serde_json::from_str(&json)?;
+            task.status = status(
+                TaskState::Failed,
+                Some("ptyhost stopped while the task was running".into()),
+                None,
+            );
+            self.persist(&task).await?;
+            self.inner.push.resume(&task, &status_event(&task)).await?;
+        }
+        Ok(())
+    }
+
+    async fn persist(&self, task: &Task) -> anyhow::Result<()> {
+        let at = task
+            .status
+            .timestamp
+            .as_deref()
+            .and_then(parse_ms)
+            .unwrap_or_else(clock::now_ms);
+        self.inner
+            .store
+            .put_task(
+                &task.id,
+                &task.context_id,
+                task.status.state.name(),
+                at,
+                &serde_json::to_string(task)?,
+            )
+            .await
+    }
+
+    /// SendMessage: starts a task for the message and, unless `returnImmediately`, waits
+    /// until it is terminal or interrupted.
+    pub async fn send(
+        &self,
+        who: &Principal,
+        req: SendMessageRequest,
+        via: Via<'_>,
+    ) -> Result<Sent, A2aError> {
+        let config = req.configuration.clone().unwrap_or_default();
+        let feed = match self.start(who, req, false, via).await? {
+            Started::Feed(follow) => follow.feed,
+            Started::Message(m) => return Ok(Sent::Message(m)),
+        };
+        let mut snapshot = feed.snapshot.subscribe();
+        if !config.return_immediately {
+            let _ = snapshot
+                .wait_for(|t| t.status.state.is_terminal() || t.status.state.is_interrupted())
+                .await;
+        }
+        let current = snapshot.borrow().clone();
+        Ok(Sent::Task(current.view(config.history_length, true)))
+    }
+
+    /// SendStreamingMessage: starts a task and streams it from its first snapshot.
+    pub async fn send_stream(
+        &self,
+        who: &Principal,
+        req: SendMessageRequest,
+        via: Via<'_>,
+    ) -> Result<TaskStream, A2aError> {
+        match self.start(who, req, true, via).await? {
+            Started::Feed(Follow { first, events, .. }) => Ok(TaskStream { first, events }),
+            Started::Message(_) => Err(A2aError::Internal),
+        }
+    }
+
+    /// SubscribeToTask: the task now, then its events. A finished task has nothing to follow.
+    pub async fn subscribe(&self, who: &Principal, id: &str) -> Result<TaskStream, A2aError> {
+        let task = self.get(who, id, None).await?;
+        match self.feed(id) {
+            Some(feed) if !task.status.state.is_terminal() => {
+                let (first, events) = feed.subscribe();
+                Ok(TaskStream { first, events })
+            }
+            _ => Err(A2aError::UnsupportedOperation(format!(
+                "task {id} is {}: there is nothing left to subscribe to",
+                task.status.state.name()
+            ))),
+        }
+    }
+
+    /// A running task's feed.
+    fn feed(&self, id: &str) -> Option<Arc<Feed>> {
+        let live = self.inner.live.lock().unwrap();
+        live.get(id).map(|l| l.feed.clone())
+    }
+
+    /// Validates the message (and its inline push config) and starts its task with the
+    /// configured executor. A202 objects in it are verified first and appended to their
+    /// streams only once the rest of the message is known to be acceptable; a message that
+    /// carries objects and no command is answered by a completed receipt task.
+    async fn start(
+        &self,
+        who: &Principal,
+        req: SendMessageRequest,
+        streaming: bool,
+        via: Via<'_>,
+    ) -> Result<Started, A2aError> {
+        require(who, Scope::Control)?;
+        let message = req.message;
+        if message.role != Role::User {
+            return Err(A2aError::InvalidParams(
+                "the message role must be ROLE_USER".into(),
+            ));
+        }
+        let objects = self
+            .inner
+            .commerce
+            .inbound(&message, via.extensions.contains(&commerce::URI))?;
+        let task_id = message
+            .task_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let push = match req
+            .configuration
+            .and_then(|c| c.task_push_notification_config)
+        {
+            Some(config) => Some(
+                self.inner
+                    .push
+                    .prepare(&task_id, config, via.version)
+                    .await?,
+            ),
+            None => None,
+        };
+        if let Some(objects) = objects {
+            if message.task_id.is_some() {
+                return Err(A2aError::InvalidParams(
+                    "A202 objects start a task of their own: send them without a taskId".into(),
+                ));
+            }
+            return match (self.inner.executor, carries_command(&message)) {
+                (_, false) => self.start_receipt(message, task_id, push, objects).await,
+                (Executor::Shell, true) => self
+                    .start_shell(who, message, task_id, push, objects)
+                    .await
+                    .map(Started::Feed),
+                (Executor::Conformance, true) => Err(A2aError::UnsupportedOperation(
+                    "the conformance executor takes A202 objects only in a message without a command".into(),
+                )),
+            };
+        }
+        match self.inner.executor {
+            Executor::Conformance => {
+                self.start_scripted(who, message, task_id, push, streaming)
+                    .await
+            }
+            Executor::Shell if message.task_id.is_some() => {
+                self.answer(who, message, push).await.map(Started::Feed)
+            }
+            Executor::Shell => self
+                .start_shell(who, message, task_id, push, Vec::new())
+                .await
+                .map(Started::Feed),
+        }
+    }
+
+    /// Starts a new task's feed and runner, with its push config attached first.
+    async fn launch<F>(
+        &self,
+        task: &Task,
+        push: Option<Target>,
+        runner: impl FnOnce(Arc<Feed>, watch::Receiver<bool>) -> F,
+    ) -> Result<Follow, A2aError>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.persist(task).await?;
+        let (feed, cancel) = self.track(task);
+        let follow = Follow::of(feed.clone());
+        if let Some(target) = push {
+            self.attach(target).await?;
+        }
+        tokio::spawn(runner(feed, cancel));
+        Ok(follow)
+    }
+
+    /// Registers a running task: its feed, and the cancel signal its runner watches.
+    fn track(&self, task: &Task) -> (Arc<Feed>, watch::Receiver<bool>) {
+        let feed = Arc::new(Feed {
+            gate: Mutex::new(()),
+            snapshot: watch::channel(task.clone()).0,
+            events: broadcast::channel(STREAM_BUFFER).0,
+            push: self.inner.push.clone(),
+        });
+        let (cancel, cancel_rx) = watch::channel(false);
+        self.inner.live.lock().unwrap().insert(
+            task.id.clone(),
+            Live {
+                feed: feed.clone(),
+                cancel,
+                context_id: task.context_id.clone(),
+            },
+        );
+        (feed, cancel_rx)
+    }
+
+    async fn persist_quietly(&self, task: &Task) {
+        if let Err(e) = self.persist(task).await {
+            tracing::error!(task_id = %task.id, error = %format!("{e:#}"), "persisting a task failed");
+        }
+    }
+
+    /// Persists a transition, then announces it.
+    async fn announce(&self, task: &Task, feed: &Feed) {
+        self.persist_quietly(task).await;
+        feed.publish(task, status_event(task));
+    }
+
+    /// The snapshot of a task running in this process.
+    fn live_snapshot(&self, id: &str) -> Option<Task> {
+        let live = self.inner.live.lock().unwrap();
+        live.get(id).map(|l| l.feed.snapshot.borrow().clone())
+    }
+
+    /// The latest view of a task: live in this process, or from the store.
+    async fn current(&self, id: &str) -> Result<Option<Task>, A2aError> {
+        if let Some(t) = self.live_snapshot(id) {
+            return Ok(Some(t));
+        }
+        match self.inner.store.task(id).await? {
+            Some(json) => Ok(Some(
+                serde_json::from_str(&json).map_err(anyhow::Error::from)?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// GetTask. A task outside the caller's sessions is "not found", never "forbidden".
+    pub async fn get(
+        &self,
+        who: &Principal,
+        id: &str,
+        history_length: Option<u32>,
+    ) -> Result<Task, A2aError> {
+        require(who, Scope::Observe)?;
+        match self.current(id).await? {
+            Some(t) if who.sees_session(&t.context_id) => Ok(t.view(history_length, true)),
+            _ => Err(A2aError::TaskNotFound(id.to_owned())),
+        }
+    }
+
+    /// CancelTask: Ctrl-C to the command (SIGKILL after a grace period); answers once the
+    /// task ended, or with its state after a bounded wait.
+    pub async fn cancel(&self, who: &Principal, id: &str) -> Result<Task, A2aError> {
+        require(who, Scope::Control)?;
+        let task = self.get(who, id, None).await?;
+        if task.status.state == TaskState::Canceled {
+            return Ok(task);
+        }
+        if task.status.state.is_terminal() {
+            return Err(A2aError::TaskNotCancelable(id.to_owned()));
+        }
+        let live = {
+            let live = self.inner.live.lock().unwrap();
+            live.get(id).map(|l| {
+                l.cancel.send_replace(true);
+                (l.feed.snapshot.subscribe(), l.context_id.clone())
+            })
+        };
+        let Some((mut snapshot, context_id)) = live else {
+            return Err(A2aError::TaskNotCancelable(id.to_owned()));
+        };
+        if self.inner.executor == Executor::Shell {
+            self.inner.shell.cancel(&context_id, id).await;
+        }
+        let _ = tokio::time::timeout(
+            CANCEL_WAIT,
+            snapshot.wait_for(|t| t.status.state.is_terminal()),
+        )
+        .await;
+        let task = snapshot.borrow().clone();
+        Ok(task)
+    }
+}
+
+fn require(who: &Principal, needed: Scope) -> Result<(), A2aError> {
+    if who.scope < needed {
+        return Err(A2aError::PermissionDenied(format!(
+            "this needs {needed}; the token has {}",
+            who.scope
+        )));
+    }
+    Ok(())
+}
+
+fn agent_message(text: String, exit_code: Option<i32>) -> Message {
+    Message {
+        message_id: uuid::Uuid::now_v7().to_string(),
+        context_id: None,
+        task_id: None,
+        role: Role::Agent,
+        parts: vec![Part::text(text)],
+        metadata: exit_code.map(|c| {
+            let mut m = Map::new();
+            m.insert("exit_code".into(), json!(c));
+            m
+        }),
+        extensions: Vec::new(),
+        reference_task_ids: Vec::new(),
+    }
+}
+
+/// The status update that announces a task's current status.
+fn status_event(task: &Task) -> StreamResponse {
+    StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        status: task.status.clone(),
+        metadata: task.metadata.clone(),
+    })
+}
+
+fn status(state: TaskState, text: Option<String>, exit_code: Option<i32>) -> TaskStatus {
+    TaskStatus {
+        state,
+        message: text.map(|t| agent_message(t, exit_code)),
+        timestamp: Some(clock::now_rfc3339()),
+    }
+}
+
+/// Binds a message that starts a task without a session to it: the task id, and its
+/// context (the message's own, else a new one), which is returned.
+fn bind(message: &mut Message, task_id: &str) -> String {
+    let context_id = message
+        .context_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    message.task_id = Some(task_id.to_owned());
+    message.context_id = Some(context_id.clone());
+    context_id
+}
+
+/// Whether a message asks for a command: non-empty text, or a data part.
+fn carries_command(message: &Message) -> bool {
+    shell::command_data(message).is_some() || !message.text().trim().is_empty()
+}

@@ -1,0 +1,69 @@
+//! A202 objects a message carries: appended to their streams, and a receipt task for a
+//! message that carries nothing else.
+
+use super::*;
+
+/// A task's metadata for the A202 objects its message carried.
+pub(super) fn receipt_metadata(receipts: &[Receipt]) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(commerce::URI.into(), json!({ "receipts": receipts }));
+    m
+}
+
+impl TaskService {
+    /// Appends a message's A202 objects (the carrier is A2A) and returns their receipts.
+    pub(super) async fn receive(
+        &self,
+        objects: Vec<commerce::object::Verified>,
+    ) -> Result<Vec<Receipt>, A2aError> {
+        if objects.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.inner.commerce.append(objects, Carrier::A2a).await?)
+    }
+
+    /// A message that only carries A202 objects: they are appended and the task that
+    /// carried them completes with their receipts as its artifact.
+    pub(super) async fn start_receipt(
+        &self,
+        mut message: Message,
+        task_id: String,
+        push: Option<Target>,
+        objects: Vec<commerce::object::Verified>,
+    ) -> Result<Started, A2aError> {
+        let receipts = self.receive(objects).await?;
+        let context_id = bind(&mut message, &task_id);
+        let part = Part {
+            content: Content::Data(json!({ "receipts": receipts })),
+            media_type: Some("application/json".into()),
+            filename: None,
+            metadata: None,
+        };
+        let task = Task {
+            id: task_id,
+            context_id,
+            status: status(
+                TaskState::Completed,
+                Some(format!("received {} A202 object(s)", receipts.len())),
+                None,
+            ),
+            artifacts: Some(vec![Artifact {
+                artifact_id: "a202-receipt".into(),
+                name: Some("A202 receipt".into()),
+                description: Some("Where each A202 object the message carried now stands in its transaction stream.".into()),
+                parts: vec![part],
+                metadata: None,
+            }]),
+            history: vec![message],
+            metadata: Some(receipt_metadata(&receipts)),
+        };
+        let service = self.clone();
+        let id = task.id.clone();
+        let follow = self
+            .launch(&task, push, move |_, _| async move {
+                service.inner.live.lock().unwrap().remove(&id);
+            })
+            .await?;
+        Ok(Started::Feed(follow))
+    }
+}
