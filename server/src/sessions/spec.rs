@@ -1,0 +1,197 @@
+//! What a session runs: the request (argv or command, cwd, env, size, host) checked into a
+//! spec, the login shell, and the shell-integration rc file.
+
+use super::*;
+
+/// Runs the user's login files, then marks prompts and commands with OSC 133 so that the
+/// task executor knows where a command's output starts and ends and how it exited.
+pub(super) const SHELL_RC: &str = r#"# Written by ptyhost: shell integration for sessions that run A2A tasks.
+[ -f /etc/profile ] && . /etc/profile
+for __f in ~/.bash_profile ~/.bash_login ~/.profile; do [ -f "$__f" ] && { . "$__f"; break; }; done
+unset __f
+__ptyhost_done() { printf '\033]133;D;%s\007' "$?"; }
+PROMPT_COMMAND="__ptyhost_done${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
+PS1="\[\033]133;A\007\]${PS1:-\u@\h:\w\$ }\[\033]133;B\007\]"
+PS0=$'\033]133;C\007'
+"#;
+
+pub(super) const BASH: &str = "/bin/bash";
+
+/// Writes the shell-integration rc file into `dir` when bash is installed.
+pub fn install_shell_rc(dir: &std::path::Path) -> std::io::Result<Option<PathBuf>> {
+    if !std::path::Path::new(BASH).is_file() {
+        return Ok(None);
+    }
+    std::fs::create_dir_all(dir)?;
+    // Absolute: sessions start in their own directory (by default $HOME).
+    let path = std::fs::canonicalize(dir)?.join("shell-integration.bash");
+    std::fs::write(&path, SHELL_RC)?;
+    Ok(Some(path))
+}
+
+/// A session-host selection that this server cannot honour; the code names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error("session_backend.not_implemented: {0}")]
+    BackendNotImplemented(String),
+    #[error("session_class.not_implemented: {0}")]
+    ClassNotImplemented(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl SpecError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            SpecError::BackendNotImplemented(_) => "session_backend.not_implemented",
+            SpecError::ClassNotImplemented(_) => "session_class.not_implemented",
+            SpecError::Invalid(_) => "invalid_argument",
+        }
+    }
+}
+
+/// The host a backend and class select; fails closed on anything not offered here, and
+/// on pairs that do not go together (native is direct only, tmux managed only).
+pub fn check_host(
+    backend: Option<&str>,
+    class: Option<&str>,
+    settings: &Settings,
+) -> Result<Host, SpecError> {
+    let backend = backend.unwrap_or(match class {
+        Some(host::MANAGED) => host::TMUX,
+        _ => host::NATIVE,
+    });
+    let offered = host::backends();
+    if !offered.contains(&backend) {
+        return Err(SpecError::BackendNotImplemented(format!(
+            "backend {backend:?} is not available here (supported: {})",
+            offered.join(", ")
+        )));
+    }
+    let (host, pair) = match (backend, &settings.tmux_socket) {
+        (host::TMUX, Some(socket)) => (
+            Host::Tmux(host::Tmux {
+                socket: socket.clone(),
+            }),
+            host::MANAGED,
+        ),
+        (host::TMUX, None) => {
+            return Err(SpecError::BackendNotImplemented(
+                "backend \"tmux\" has no socket here".into(),
+            ));
+        }
+        _ => (Host::Native, host::DIRECT),
+    };
+    let class = class.unwrap_or(pair);
+    if class != pair {
+        return Err(SpecError::ClassNotImplemented(format!(
+            "class {class:?} is not available with backend {backend:?} ({backend} is {pair} only)"
+        )));
+    }
+    Ok(host)
+}
+
+/// What a new session runs.
+#[derive(Debug, Clone, Default)]
+pub struct SpecRequest {
+    pub argv: Option<Vec<String>>,
+    pub command: Option<String>,
+    pub cwd: Option<String>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub session_backend: Option<String>,
+    pub session_class: Option<String>,
+    pub cols: Option<u16>,
+    pub rows: Option<u16>,
+    pub label: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    pub argv: Vec<String>,
+    /// The program prints OSC 133 marks (our bash rc): it can run tasks.
+    pub shell_integration: bool,
+    pub cwd: Option<PathBuf>,
+    pub env: BTreeMap<String, String>,
+    pub cols: u16,
+    pub rows: u16,
+    pub label: Option<String>,
+    pub host: Host,
+}
+
+impl SpecRequest {
+    /// Validates the request into a spec: `argv`, or `command` through `/bin/sh -lc`, or
+    /// the login shell.
+    pub fn into_spec(self, settings: &Settings) -> Result<SessionSpec, SpecError> {
+        let host = check_host(
+            self.session_backend.as_deref(),
+            self.session_class.as_deref(),
+            settings,
+        )?;
+        let invalid = |m: &str| Err(SpecError::Invalid(m.to_owned()));
+        let mut shell_integration = false;
+        let argv = match (self.argv, self.command) {
+            (Some(_), Some(_)) => return invalid("give argv or command, not both"),
+            (Some(argv), None) => {
+                if argv.is_empty() || argv[0].is_empty() {
+                    return invalid("argv must name a program");
+                }
+                argv
+            }
+            (None, Some(command)) => vec!["/bin/sh".into(), "-lc".into(), command],
+            (None, None) => match &settings.shell_rc {
+                Some(rc) => {
+                    shell_integration = true;
+                    vec![
+                        BASH.into(),
+                        "--noprofile".into(),
+                        "--rcfile".into(),
+                        rc.display().to_string(),
+                        "-i".into(),
+                    ]
+                }
+                None => vec![login_shell(), "-l".into()],
+            },
+        };
+        if argv.iter().any(|a| a.contains('\0')) {
+            return invalid("argv must not contain NUL bytes");
+        }
+        let cwd = match self.cwd.filter(|c| !c.is_empty()) {
+            Some(c) if !std::path::Path::new(&c).is_dir() => {
+                return Err(SpecError::Invalid(format!("cwd {c:?} is not a directory")));
+            }
+            c => c.map(PathBuf::from),
+        };
+        let env = self.env.unwrap_or_default();
+        if env.keys().any(|k| k.is_empty() || k.contains(['=', '\0']))
+            || env.values().any(|v| v.contains('\0'))
+        {
+            return invalid("env names must be non-empty without '=' or NUL");
+        }
+        let dim = |v: Option<u16>, default: u16| match v {
+            None => Ok(default),
+            Some(v) if (1..=1024).contains(&v) => Ok(v),
+            Some(v) => Err(SpecError::Invalid(format!("size {v} is outside 1..=1024"))),
+        };
+        if self.label.as_ref().is_some_and(|l| l.chars().count() > 128) {
+            return invalid("label is longer than 128 characters");
+        }
+        Ok(SessionSpec {
+            argv,
+            cwd,
+            env,
+            cols: dim(self.cols, settings.default_cols)?,
+            rows: dim(self.rows, settings.default_rows)?,
+            label: self.label,
+            // tmux keeps OSC 133 marks to itself: managed sessions run no tasks.
+            shell_integration: shell_integration && host == Host::Native,
+            host,
+        })
+    }
+}
+
+pub(super) fn login_shell() -> String {
+    std::env::var("SHELL")
+        .ok()
+        .filter(|s| std::path::Path::new(s).is_file())
+        .unwrap_or_else(|| "/bin/sh".into())
+}

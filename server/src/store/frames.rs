@@ -1,0 +1,248 @@
+//! Replay frames: written behind in batches (output as LZ4 when that is smaller), read by
+//! sequence range or from the last keyframe, pruned outside both retention bounds.
+
+use super::*;
+
+/// One broadcast frame of a session as retained for replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frame {
+    pub sequence: u64,
+    pub created_at: i64,
+    pub body: FrameBody,
+}
+
+/// Output keeps its PTY bytes and the id of the envelope it went out under (its JSON text
+/// is rendered again on replay); every other frame keeps its exact envelope text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FrameBody {
+    Output { envelope_id: String, data: Bytes },
+    Envelope { kind: String, text: Bytes },
+}
+
+impl Frame {
+    /// The bytes it holds, for the ring's byte bound.
+    pub fn size(&self) -> usize {
+        match &self.body {
+            FrameBody::Output { data, .. } => data.len(),
+            FrameBody::Envelope { text, .. } => text.len(),
+        }
+    }
+}
+
+/// Output bytes as stored: an LZ4 block when that is smaller (terminal output mostly is,
+/// and LZ4 passes over what is not at memory speed), else as they are.
+pub(super) fn compress(data: &Bytes) -> (Cow<'_, [u8]>, Option<&'static str>) {
+    if data.len() >= COMPRESS_FROM {
+        let block = lz4_flex::compress_prepend_size(data);
+        if block.len() < data.len() {
+            return (Cow::Owned(block), Some("lz4"));
+        }
+    }
+    (Cow::Borrowed(&data[..]), None)
+}
+
+pub(super) fn stored_frame(r: &sqlx::sqlite::SqliteRow) -> Result<Frame> {
+    let body = match r.get::<Option<Vec<u8>>, _>("data") {
+        Some(data) => FrameBody::Output {
+            envelope_id: r
+                .get::<Option<String>, _>("envelope_id")
+                .unwrap_or_default(),
+            data: match r.get::<Option<String>, _>("compression").as_deref() {
+                None => Bytes::from(data),
+                Some("lz4") => Bytes::from(lz4_flex::decompress_size_prepended(&data)?),
+                Some(other) => anyhow::bail!("unknown frame compression {other:?}"),
+            },
+        },
+        None => FrameBody::Envelope {
+            kind: r.get("kind"),
+            text: Bytes::from(r.get::<Option<String>, _>("frame").unwrap_or_default()),
+        },
+    };
+    Ok(Frame {
+        sequence: r.get::<i64, _>("sequence") as u64,
+        created_at: r.get("created_at"),
+        body,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(sequence: u64, data: Vec<u8>) -> Frame {
+        Frame {
+            sequence,
+            created_at: 1_700_000_000_000,
+            body: FrameBody::Output {
+                envelope_id: format!("id-{sequence}"),
+                data: Bytes::from(data),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn output_comes_back_as_it_went_in_compressed_only_when_that_is_smaller() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(None, dir.path()).await.unwrap();
+        let text = b"cargo build: Compiling some-crate v1.2.3\r\n".repeat(1600);
+        let noise: Vec<u8> = (0..65536).map(|_| rand::random::<u8>()).collect();
+        let frames = vec![
+            output(1, b"a".to_vec()),
+            output(2, text),
+            output(3, noise),
+            Frame {
+                sequence: 4,
+                created_at: 1_700_000_000_001,
+                body: FrameBody::Envelope {
+                    kind: "Resize".into(),
+                    text: Bytes::from_static(br#"{"op":"pty.session_frame"}"#),
+                },
+            },
+        ];
+        store.insert_frames("s", &frames).await.unwrap();
+        assert_eq!(store.frames_between("s", 0, 5).await.unwrap(), frames);
+        let stored: Vec<(i64, Option<String>, Option<i64>)> = sqlx::query_as(
+            "SELECT sequence, compression, length(data) FROM frames ORDER BY sequence",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .unwrap();
+        assert_eq!(stored[0], (1, None, Some(1)));
+        assert_eq!(stored[1].1.as_deref(), Some("lz4"));
+        assert!(stored[1].2 < Some(4096), "{stored:?}");
+        assert_eq!(stored[2], (3, None, Some(65536)));
+        assert_eq!(stored[3], (4, None, None));
+    }
+}
+
+/// The columns `stored_frame` reads.
+pub(super) const FRAME_COLUMNS: &str =
+    "sequence, kind, created_at, frame, envelope_id, data, compression";
+
+/// Output shorter than this is stored as it is (an echo, a prompt).
+pub(super) const COMPRESS_FROM: usize = 256;
+
+impl Store {
+    // ---- frames ----
+
+    /// Appends frames in one transaction and records the session's last sequence.
+    pub async fn insert_frames(&self, session_id: &str, frames: &[Frame]) -> Result<()> {
+        let Some(last) = frames.last() else {
+            return Ok(());
+        };
+        let mut tx = self.pool.begin().await?;
+        for f in frames {
+            let (kind, text, envelope_id, data, compression) = match &f.body {
+                FrameBody::Output { envelope_id, data } => {
+                    let (data, compression) = compress(data);
+                    (
+                        "Output",
+                        None,
+                        Some(envelope_id.as_str()),
+                        Some(data),
+                        compression,
+                    )
+                }
+                FrameBody::Envelope { kind, text } => (
+                    kind.as_str(),
+                    Some(std::str::from_utf8(text)?),
+                    None,
+                    None,
+                    None,
+                ),
+            };
+            sqlx::query(
+                "INSERT INTO frames (session_id, sequence, kind, created_at, frame, envelope_id, data, compression)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(session_id)
+            .bind(f.sequence as i64)
+            .bind(kind)
+            .bind(f.created_at)
+            .bind(text)
+            .bind(envelope_id)
+            .bind(data)
+            .bind(compression)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("UPDATE sessions SET last_sequence = ? WHERE id = ? AND last_sequence < ?")
+            .bind(last.sequence as i64)
+            .bind(session_id)
+            .bind(last.sequence as i64)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Frames with `after < sequence < before`, in order.
+    pub async fn frames_between(
+        &self,
+        session_id: &str,
+        after: u64,
+        before: u64,
+    ) -> Result<Vec<Frame>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {FRAME_COLUMNS} FROM frames
+             WHERE session_id = ? AND sequence > ? AND sequence < ? ORDER BY sequence"
+        )))
+        .bind(session_id)
+        .bind(after as i64)
+        .bind(before.min(i64::MAX as u64) as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(stored_frame).collect()
+    }
+
+    /// The last keyframe of a session and every frame after it (all frames if it has none).
+    pub async fn frames_from_last_keyframe(&self, session_id: &str) -> Result<Vec<Frame>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = ?
+             AND sequence >= COALESCE((SELECT MAX(sequence) FROM frames
+                                       WHERE session_id = ? AND kind = 'Keyframe'), 0)
+             ORDER BY sequence"
+        )))
+        .bind(session_id)
+        .bind(session_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(stored_frame).collect()
+    }
+
+    /// Drops the oldest frames that are outside both retention bounds (older than
+    /// `before_ms` and at or below `upto_sequence`), always a prefix of the history, and
+    /// raises the session's replay floor to match. Returns the new floor, if it moved.
+    pub async fn prune_frames(
+        &self,
+        session_id: &str,
+        upto_sequence: u64,
+        before_ms: i64,
+    ) -> Result<Option<u64>> {
+        let mut tx = self.pool.begin().await?;
+        let floor: Option<i64> = sqlx::query(
+            "SELECT MAX(sequence) FROM frames WHERE session_id = ? AND sequence <= ? AND created_at < ?",
+        )
+        .bind(session_id)
+        .bind(upto_sequence as i64)
+        .bind(before_ms)
+        .fetch_one(&mut *tx)
+        .await?
+        .get(0);
+        let Some(floor) = floor else {
+            return Ok(None);
+        };
+        sqlx::query("DELETE FROM frames WHERE session_id = ? AND sequence <= ?")
+            .bind(session_id)
+            .bind(floor)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE sessions SET replay_floor = ? WHERE id = ?")
+            .bind(floor)
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(floor as u64))
+    }
+}

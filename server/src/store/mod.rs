@@ -1,0 +1,318 @@
+//! The one place for SQL, on SQLite through sqlx: sessions and tokens here, replay frames
+//! (`frames`), tasks and push configs (`tasks`), the audit trail and A202 streams (`records`).
+//! Migrations are embedded and applied on open; the schema sticks to portable types.
+
+mod frames;
+mod records;
+mod tasks;
+pub use frames::*;
+pub use records::*;
+pub use tasks::*;
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, Row, SqlitePool};
+
+#[derive(Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    pub id: String,
+    pub instance_id: String,
+    pub label: Option<String>,
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub env: std::collections::BTreeMap<String, String>,
+    pub backend: String,
+    pub class: String,
+    pub cols: u16,
+    pub rows: u16,
+    pub state: String,
+    pub exit_code: Option<i32>,
+    pub close_reason: Option<String>,
+    pub last_sequence: u64,
+    /// Every retained frame after this sequence is in the store (0: nothing pruned yet).
+    pub replay_floor: u64,
+    pub created_at: i64,
+    pub closed_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenRow {
+    pub id: String,
+    pub scope: String,
+    pub session_id: Option<String>,
+    pub label: Option<String>,
+    pub kind: String,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+pub struct NewToken<'a> {
+    pub id: &'a str,
+    pub hash: &'a str,
+    pub scope: &'a str,
+    pub session_id: Option<&'a str>,
+    pub label: Option<&'a str>,
+    pub kind: &'a str,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database named by `url`, or `DIR/ptyhost.db`.
+    pub async fn open(database_url: Option<&str>, data_dir: &Path) -> Result<Store> {
+        let options = match database_url {
+            Some(url) if url.starts_with("sqlite:") => SqliteConnectOptions::from_str(url)
+                .with_context(|| format!("bad database url {url}"))?,
+            Some(url) => anyhow::bail!("unsupported database url {url}: only sqlite: is built in"),
+            None => {
+                std::fs::create_dir_all(data_dir)
+                    .with_context(|| format!("creating data dir {}", data_dir.display()))?;
+                SqliteConnectOptions::new().filename(data_dir.join("ptyhost.db"))
+            }
+        }
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(5))
+        .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .context("opening the database")?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .context("applying migrations")?;
+        Ok(Store { pool })
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    // ---- tokens ----
+
+    pub async fn insert_token(&self, t: NewToken<'_>) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO tokens (id, hash, scope, session_id, label, kind, created_at, expires_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(t.id)
+        .bind(t.hash)
+        .bind(t.scope)
+        .bind(t.session_id)
+        .bind(t.label)
+        .bind(t.kind)
+        .bind(t.created_at)
+        .bind(t.expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?"
+        )))
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(token_row))
+    }
+
+    pub async fn count_tokens(&self) -> Result<i64> {
+        Ok(sqlx::query("SELECT COUNT(*) FROM tokens")
+            .fetch_one(&self.pool)
+            .await?
+            .get(0))
+    }
+
+    /// Tokens, optionally only the live share links of one session.
+    pub async fn list_tokens(&self, share_links_of: Option<(&str, i64)>) -> Result<Vec<TokenRow>> {
+        let rows = match share_links_of {
+            None => {
+                sqlx::query(AssertSqlSafe(format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at"
+                )))
+                .fetch_all(&self.pool)
+                .await?
+            }
+            Some((sid, now)) => {
+                sqlx::query(AssertSqlSafe(format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE kind = 'share' AND session_id = ?
+                     AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)
+                     ORDER BY created_at"
+                )))
+                .bind(sid)
+                .bind(now)
+                .fetch_all(&self.pool)
+                .await?
+            }
+        };
+        Ok(rows.iter().map(token_row).collect())
+    }
+
+    /// Revokes a token (only a share link of `session` when given); false when none matched.
+    pub async fn revoke_token(&self, id: &str, session: Option<&str>, now: i64) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL
+             AND (? IS NULL OR (kind = 'share' AND session_id = ?))",
+        )
+        .bind(now)
+        .bind(id)
+        .bind(session)
+        .bind(session)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    // ---- sessions ----
+
+    pub async fn insert_session(&self, s: &SessionRow) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO sessions (id, instance_id, label, argv, cwd, env, backend, class, cols, rows,
+             state, exit_code, close_reason, last_sequence, created_at, closed_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&s.id)
+        .bind(&s.instance_id)
+        .bind(&s.label)
+        .bind(serde_json::to_string(&s.argv)?)
+        .bind(&s.cwd)
+        .bind(serde_json::to_string(&s.env)?)
+        .bind(&s.backend)
+        .bind(&s.class)
+        .bind(i64::from(s.cols))
+        .bind(i64::from(s.rows))
+        .bind(&s.state)
+        .bind(s.exit_code)
+        .bind(&s.close_reason)
+        .bind(s.last_sequence as i64)
+        .bind(s.created_at)
+        .bind(s.closed_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn list_sessions(&self, instance_id: &str) -> Result<Vec<SessionRow>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE instance_id = ? ORDER BY created_at"
+        )))
+        .bind(instance_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(session_row).collect()
+    }
+
+    pub async fn session(&self, id: &str) -> Result<Option<SessionRow>> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(session_row).transpose()
+    }
+
+    pub async fn running_sessions(&self) -> Result<Vec<SessionRow>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE state = 'running'"
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(session_row).collect()
+    }
+
+    pub async fn set_session_size(&self, id: &str, cols: u16, rows: u16) -> Result<()> {
+        sqlx::query("UPDATE sessions SET cols = ?, rows = ? WHERE id = ?")
+            .bind(i64::from(cols))
+            .bind(i64::from(rows))
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn close_session(
+        &self,
+        id: &str,
+        exit_code: Option<i32>,
+        reason: &str,
+        last_sequence: u64,
+        at: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE sessions SET state = 'closed', exit_code = ?, close_reason = ?,
+             last_sequence = ?, closed_at = ? WHERE id = ?",
+        )
+        .bind(exit_code)
+        .bind(reason)
+        .bind(last_sequence as i64)
+        .bind(at)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
+
+const TOKEN_COLUMNS: &str =
+    "id, scope, session_id, label, kind, created_at, expires_at, revoked_at";
+
+const SESSION_COLUMNS: &str = "id, instance_id, label, argv, cwd, env, backend, class, cols, rows, \
+     state, exit_code, close_reason, last_sequence, replay_floor, created_at, closed_at";
+
+fn token_row(r: &sqlx::sqlite::SqliteRow) -> TokenRow {
+    TokenRow {
+        id: r.get("id"),
+        scope: r.get("scope"),
+        session_id: r.get("session_id"),
+        label: r.get("label"),
+        kind: r.get("kind"),
+        created_at: r.get("created_at"),
+        expires_at: r.get("expires_at"),
+        revoked_at: r.get("revoked_at"),
+    }
+}
+
+fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
+    Ok(SessionRow {
+        id: r.get("id"),
+        instance_id: r.get("instance_id"),
+        label: r.get("label"),
+        argv: serde_json::from_str(r.get::<&str, _>("argv"))?,
+        cwd: r.get("cwd"),
+        env: serde_json::from_str(r.get::<&str, _>("env"))?,
+        backend: r.get("backend"),
+        class: r.get("class"),
+        cols: r.get::<i64, _>("cols") as u16,
+        rows: r.get::<i64, _>("rows") as u16,
+        state: r.get("state"),
+        exit_code: r.get("exit_code"),
+        close_reason: r.get("close_reason"),
+        last_sequence: r.get::<i64, _>("last_sequence") as u64,
+        replay_floor: r.get::<i64, _>("replay_floor") as u64,
+        created_at: r.get("created_at"),
+        closed_at: r.get("closed_at"),
+    })
+}

@@ -1,0 +1,187 @@
+//! Tasks and their push-notification configs.
+
+use super::*;
+
+/// Which tasks a listing wants, newest status first.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter<'a> {
+    pub context_id: Option<&'a str>,
+    pub state: Option<&'a str>,
+    pub status_after_ms: Option<i64>,
+    /// Continue after this (status_at, id), exclusive.
+    pub after: Option<(i64, &'a str)>,
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushConfigRow {
+    pub task_id: String,
+    pub id: String,
+    pub version: String,
+    pub config: String,
+    pub created_at: i64,
+}
+
+pub(super) fn push_config_row(r: &sqlx::sqlite::SqliteRow) -> PushConfigRow {
+    PushConfigRow {
+        task_id: r.get(0),
+        id: r.get(1),
+        version: r.get(2),
+        config: r.get(3),
+        created_at: r.get(4),
+    }
+}
+
+/// The columns `push_config_row` reads, in its order.
+pub(super) const PUSH_CONFIG_COLUMNS: &str = "task_id, id, version, config, created_at";
+
+impl Store {
+    /// Writes a task as it now is (insert or replace).
+    pub async fn put_task(
+        &self,
+        id: &str,
+        context_id: &str,
+        state: &str,
+        status_at: i64,
+        task_json: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO tasks (id, context_id, state, status_at, task) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state, status_at = excluded.status_at,
+             task = excluded.task",
+        )
+        .bind(id)
+        .bind(context_id)
+        .bind(state)
+        .bind(status_at)
+        .bind(task_json)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn task(&self, id: &str) -> Result<Option<String>> {
+        Ok(sqlx::query("SELECT task FROM tasks WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|r| r.get(0)))
+    }
+
+    /// One page of tasks as (status_at, id, task JSON), and how many match in all.
+    pub async fn list_tasks(
+        &self,
+        f: &TaskFilter<'_>,
+    ) -> Result<(Vec<(i64, String, String)>, i64)> {
+        const WHERE: &str = "WHERE (? IS NULL OR context_id = ?) AND (? IS NULL OR state = ?)
+             AND (? IS NULL OR status_at >= ?)";
+        let total: i64 = sqlx::query(AssertSqlSafe(format!("SELECT COUNT(*) FROM tasks {WHERE}")))
+            .bind(f.context_id)
+            .bind(f.context_id)
+            .bind(f.state)
+            .bind(f.state)
+            .bind(f.status_after_ms)
+            .bind(f.status_after_ms)
+            .fetch_one(&self.pool)
+            .await?
+            .get(0);
+        let (after_at, after_id) = f.after.map_or((None, None), |(t, id)| (Some(t), Some(id)));
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT status_at, id, task FROM tasks {WHERE}
+             AND (? IS NULL OR status_at < ? OR (status_at = ? AND id < ?))
+             ORDER BY status_at DESC, id DESC LIMIT ?"
+        )))
+        .bind(f.context_id)
+        .bind(f.context_id)
+        .bind(f.state)
+        .bind(f.state)
+        .bind(f.status_after_ms)
+        .bind(f.status_after_ms)
+        .bind(after_at)
+        .bind(after_at)
+        .bind(after_at)
+        .bind(after_id)
+        .bind(i64::from(f.limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok((
+            rows.iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect(),
+            total,
+        ))
+    }
+
+    /// Tasks a previous process left unfinished, as JSON.
+    pub async fn unfinished_tasks(&self) -> Result<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT task FROM tasks WHERE state IN ('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING',
+             'TASK_STATE_INPUT_REQUIRED', 'TASK_STATE_AUTH_REQUIRED')",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Writes a push config (insert or replace; a replaced one keeps its creation time).
+    pub async fn put_push_config(&self, c: &PushConfigRow) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO push_configs (task_id, id, version, config, created_at) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (task_id, id) DO UPDATE SET version = excluded.version,
+             config = excluded.config",
+        )
+        .bind(&c.task_id)
+        .bind(&c.id)
+        .bind(&c.version)
+        .bind(&c.config)
+        .bind(c.created_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A task's push configs in creation order: at most `limit` after the config `after`.
+    pub async fn push_configs(
+        &self,
+        task_id: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PushConfigRow>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {PUSH_CONFIG_COLUMNS} FROM push_configs WHERE task_id = ?
+             AND (? IS NULL OR (created_at, id) > (SELECT created_at, id FROM push_configs
+                  WHERE task_id = ? AND id = ?))
+             ORDER BY created_at, id LIMIT ?"
+        )))
+        .bind(task_id)
+        .bind(after)
+        .bind(task_id)
+        .bind(after)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(push_config_row).collect())
+    }
+
+    pub async fn push_config(&self, task_id: &str, id: &str) -> Result<Option<PushConfigRow>> {
+        Ok(sqlx::query(AssertSqlSafe(format!(
+            "SELECT {PUSH_CONFIG_COLUMNS} FROM push_configs WHERE task_id = ? AND id = ?"
+        )))
+        .bind(task_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(push_config_row))
+    }
+
+    /// Deletes a push config; whether there was one.
+    pub async fn delete_push_config(&self, task_id: &str, id: &str) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM push_configs WHERE task_id = ? AND id = ?")
+            .bind(task_id)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}
