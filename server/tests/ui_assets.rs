@@ -11,16 +11,14 @@ fn at(s: &TestServer, path: &str) -> String {
 }
 
 /// The `pkg/ptyhost.{hash}` name the page loads its bundle under.
+/// The HTML of the root page.
+async fn page(s: &TestServer) -> String {
+    let resp = s.http.get(at(s, "/")).send().await.unwrap();
+    resp.text().await.unwrap()
+}
+
 async fn bundle(s: &TestServer) -> String {
-    let html = s
-        .http
-        .get(at(s, "/"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = page(s).await;
     let preload = r#"rel="modulepreload" href="/pkg/"#;
     let start = html.find(preload).expect("the page preloads its bundle") + preload.len();
     let name = &html[start..];
@@ -117,15 +115,7 @@ async fn site_root_serves_the_ui_from_that_directory_instead() {
     .unwrap();
     let root = site.path().to_str().unwrap();
     let s = TestServer::start(&["--site-root", root]).await;
-    let html = s
-        .http
-        .get(at(&s, "/"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = page(&s).await;
     assert!(
         html.contains("/pkg/ptyhost.js") && html.contains("/pkg/ptyhost.css"),
         "an unhashed (cargo-leptos) site is loaded by its plain names"

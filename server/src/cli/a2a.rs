@@ -159,6 +159,15 @@ impl Http {
         )
         .await
     }
+
+    /// `op`'s answer, on whichever interface answered it.
+    async fn answer<T, F, Fut>(&self, op: F) -> Result<T, ClientError>
+    where
+        F: Fn(Connection) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        self.call(op).await.map(|(_, answer)| answer)
+    }
 }
 
 /// Where the task operations go; both answer in 1.0 shapes.
@@ -174,10 +183,10 @@ impl Agent<'_> {
         return_immediately: bool,
     ) -> Result<Value, ClientError> {
         match self {
-            Agent::Http(h) => h
-                .call(|c| async move { c.send(message, return_immediately).await })
-                .await
-                .map(|(_, sent)| sent),
+            Agent::Http(h) => {
+                h.answer(|c| async move { c.send(message, return_immediately).await })
+                    .await
+            }
             Agent::Stdio(a) => {
                 let configuration = json!({ "returnImmediately": return_immediately });
                 let params = json!({ "message": message, "configuration": configuration });
@@ -188,10 +197,10 @@ impl Agent<'_> {
 
     async fn send_stream(&mut self, message: &wire::a2a::Message) -> Result<Events, ClientError> {
         match self {
-            Agent::Http(h) => h
-                .call(|c| async move { c.send_stream(message).await })
-                .await
-                .map(|(_, events)| events),
+            Agent::Http(h) => {
+                h.answer(|c| async move { c.send_stream(message).await })
+                    .await
+            }
             Agent::Stdio(a) => {
                 a.stream("SendStreamingMessage", json!({ "message": message }))
                     .await
@@ -201,10 +210,7 @@ impl Agent<'_> {
 
     async fn get(&mut self, id: &str, history: Option<u32>) -> Result<Value, ClientError> {
         match self {
-            Agent::Http(h) => h
-                .call(|c| async move { c.get(id, history).await })
-                .await
-                .map(|(_, task)| task),
+            Agent::Http(h) => h.answer(|c| async move { c.get(id, history).await }).await,
             Agent::Stdio(a) => {
                 let params = json!({ "id": id, "historyLength": history });
                 a.call("GetTask", params).await
@@ -214,33 +220,27 @@ impl Agent<'_> {
 
     async fn list(&mut self, context: Option<String>) -> Result<Value, ClientError> {
         match self {
-            Agent::Http(h) => h
-                .call(|c| {
+            Agent::Http(h) => {
+                h.answer(|c| {
                     let context = context.clone();
                     async move { c.list(context.as_deref()).await }
                 })
                 .await
-                .map(|(_, page)| page),
+            }
             Agent::Stdio(a) => a.call("ListTasks", json!({ "contextId": context })).await,
         }
     }
 
     async fn cancel(&mut self, id: &str) -> Result<Value, ClientError> {
         match self {
-            Agent::Http(h) => h
-                .call(|c| async move { c.cancel(id).await })
-                .await
-                .map(|(_, task)| task),
+            Agent::Http(h) => h.answer(|c| async move { c.cancel(id).await }).await,
             Agent::Stdio(a) => a.call("CancelTask", json!({ "id": id })).await,
         }
     }
 
     async fn subscribe(&mut self, id: &str) -> Result<Events, ClientError> {
         match self {
-            Agent::Http(h) => h
-                .call(|c| async move { c.subscribe(id).await })
-                .await
-                .map(|(_, events)| events),
+            Agent::Http(h) => h.answer(|c| async move { c.subscribe(id).await }).await,
             Agent::Stdio(a) => a.stream("SubscribeToTask", json!({ "id": id })).await,
         }
     }

@@ -5,6 +5,13 @@ use std::collections::VecDeque;
 
 use crate::store::Frame;
 
+/// Whether a client that saw every frame up to `after` can be replayed the rest: `floor`
+/// is the newest frame retention dropped (frames after it are kept), `current` the newest
+/// frame. Live sessions and closed ones (served from the store) follow this one rule.
+pub fn replayable(after: u64, floor: u64, current: u64) -> bool {
+    (floor..=current).contains(&after)
+}
+
 pub struct Ring {
     frames: VecDeque<Frame>,
     bytes: usize,
@@ -92,5 +99,17 @@ mod tests {
         }
         ring.evict(4);
         assert_eq!(ring.oldest(), Some(3));
+    }
+
+    #[test]
+    fn replay_runs_from_the_retention_floor_to_the_newest_frame() {
+        assert!(replayable(10, 10, 20), "everything after the floor is kept");
+        assert!(
+            replayable(20, 10, 20),
+            "nothing missed is nothing to replay"
+        );
+        assert!(!replayable(9, 10, 20), "frame 10 was dropped");
+        assert!(!replayable(21, 10, 20), "a sequence never handed out");
+        assert!(replayable(0, 0, 0), "a new session");
     }
 }

@@ -94,7 +94,7 @@ impl Actor {
         let current = self.seq;
         let ring_oldest = self.ring.oldest();
         let floor = self.persisted.borrow().floor;
-        if after > current || after < floor {
+        if !crate::sessions::replay::replayable(after, floor, current) {
             return Replay::OutOfRange { floor, current };
         }
         let store = match ring_oldest {

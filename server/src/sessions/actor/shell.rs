@@ -22,6 +22,23 @@ pub enum TaskEvent {
     Ended,
 }
 
+/// What the shell's state machine does to its terminal: types into it, and kills its
+/// foreground job. The session's PTY is one; the tests record what a machine does.
+pub(super) trait Terminal {
+    fn type_bytes(&self, bytes: Vec<u8>) -> Result<(), InputError>;
+    fn kill_foreground_job(&self);
+}
+
+impl Terminal for Pty {
+    fn type_bytes(&self, bytes: Vec<u8>) -> Result<(), InputError> {
+        self.write(bytes)
+    }
+
+    fn kill_foreground_job(&self) {
+        Pty::kill_foreground_job(self)
+    }
+}
+
 /// A command line to run in the session's shell, and where its events go.
 pub struct TaskRun {
     pub task_id: String,
@@ -54,7 +71,7 @@ pub(super) struct ShellState {
 }
 
 impl ShellState {
-    pub(super) fn on_piece(&mut self, piece: Piece<'_>, pty: &Pty) {
+    pub(super) fn on_piece(&mut self, piece: Piece<'_>, term: &impl Terminal) {
         match piece {
             Piece::Text(t) => {
                 if let Some(r) = self.running.as_mut().filter(|r| r.capturing) {
@@ -64,7 +81,7 @@ impl ShellState {
             }
             Piece::Mark(Mark::PromptEnd) => {
                 self.prompt_ready = true;
-                self.start_next(pty);
+                self.start_next(term);
             }
             Piece::Mark(Mark::PromptStart) => {}
             Piece::Mark(Mark::OutputStart) => {
@@ -81,7 +98,13 @@ impl ShellState {
         }
     }
 
-    pub(super) fn start_next(&mut self, pty: &Pty) {
+    /// Queues a command; it is typed at the next prompt, after those before it.
+    pub(super) fn queue(&mut self, run: TaskRun, term: &impl Terminal) {
+        self.queue.push_back(run);
+        self.start_next(term);
+    }
+
+    pub(super) fn start_next(&mut self, term: &impl Terminal) {
         if !self.prompt_ready || self.running.is_some() {
             return;
         }
@@ -90,7 +113,7 @@ impl ShellState {
         };
         let mut line = run.line.clone().into_bytes();
         line.push(b'\r');
-        match pty.write(line) {
+        match term.type_bytes(line) {
             Ok(()) => {
                 self.prompt_ready = false;
                 let _ = run.events.send(TaskEvent::Started);
@@ -108,13 +131,13 @@ impl ShellState {
         }
     }
 
-    pub(super) fn cancel(&mut self, task_id: &str, pty: &Pty) {
+    pub(super) fn cancel(&mut self, task_id: &str, term: &impl Terminal) {
         if let Some(i) = self.queue.iter().position(|r| r.task_id == task_id) {
             if let Some(run) = self.queue.remove(i) {
                 let _ = run.events.send(TaskEvent::Dequeued);
             }
         } else if let Some(r) = self.running.as_mut().filter(|r| r.run.task_id == task_id) {
-            let _ = pty.write(vec![0x03]);
+            let _ = term.type_bytes(vec![0x03]);
             r.kill_at.get_or_insert(Instant::now() + CANCEL_GRACE);
         }
     }
@@ -135,7 +158,12 @@ impl ShellState {
     }
 
     /// Types an answer for the running task; false when it is not the one waiting.
-    pub(super) fn answer(&mut self, task_id: &str, message: wire::a2a::Message, pty: &Pty) -> bool {
+    pub(super) fn answer(
+        &mut self,
+        task_id: &str,
+        message: wire::a2a::Message,
+        term: &impl Terminal,
+    ) -> bool {
         let Some(r) = self
             .running
             .as_mut()
@@ -145,7 +173,7 @@ impl ShellState {
         };
         let mut line = message.text().into_bytes();
         line.push(b'\r');
-        if pty.write(line).is_err() {
+        if term.type_bytes(line).is_err() {
             return false;
         }
         r.asked = false;
@@ -159,14 +187,14 @@ impl ShellState {
     }
 
     /// The grace period of a cancel ran out: kill the foreground job (never the shell).
-    pub(super) fn kill_overdue(&mut self, pty: &Pty) {
+    pub(super) fn kill_overdue(&mut self, term: &impl Terminal) {
         if let Some(r) = self
             .running
             .as_mut()
             .filter(|r| r.kill_at.is_some_and(|t| t <= Instant::now()))
         {
             r.kill_at = None;
-            pty.kill_foreground_job();
+            term.kill_foreground_job();
         }
     }
 
@@ -206,8 +234,113 @@ impl Actor {
                 "this session runs a program without shell integration; tasks need a session started as a shell",
             ));
         };
-        shell.state.queue.push_back(run);
-        shell.state.start_next(&self.pty);
+        shell.state.queue(run, &self.pty);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+
+    use super::*;
+
+    /// A terminal that records what it is typed and how often its job is killed.
+    #[derive(Default)]
+    struct Recorder {
+        typed: RefCell<Vec<Vec<u8>>>,
+        kills: Cell<u32>,
+    }
+
+    impl Terminal for Recorder {
+        fn type_bytes(&self, bytes: Vec<u8>) -> Result<(), InputError> {
+            self.typed.borrow_mut().push(bytes);
+            Ok(())
+        }
+
+        fn kill_foreground_job(&self) {
+            self.kills.set(self.kills.get() + 1);
+        }
+    }
+
+    fn run(id: &str, line: &str) -> (TaskRun, mpsc::UnboundedReceiver<TaskEvent>) {
+        let (events, rx) = mpsc::unbounded_channel();
+        let run = TaskRun {
+            task_id: id.into(),
+            line: line.into(),
+            events,
+        };
+        (run, rx)
+    }
+
+    fn drained(rx: &mut mpsc::UnboundedReceiver<TaskEvent>) -> Vec<TaskEvent> {
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    #[test]
+    fn a_command_is_typed_at_the_prompt_and_its_output_is_what_lies_between_the_c_and_d_marks() {
+        let term = Recorder::default();
+        let mut shell = ShellState::default();
+        let (first, mut first_rx) = run("t1", "echo hi");
+        let (second, mut second_rx) = run("t2", "false");
+        shell.queue(first, &term);
+        shell.queue(second, &term);
+        assert!(
+            term.typed.borrow().is_empty(),
+            "nothing is typed before a prompt"
+        );
+        shell.on_piece(Piece::Mark(Mark::PromptEnd), &term);
+        shell.on_piece(Piece::Text(b"echo hi\r\n"), &term);
+        shell.on_piece(Piece::Mark(Mark::OutputStart), &term);
+        shell.on_piece(Piece::Text(b"hi\r\n"), &term);
+        shell.on_piece(Piece::Mark(Mark::Finished(Some(0))), &term);
+        assert_eq!(
+            drained(&mut first_rx),
+            [
+                TaskEvent::Started,
+                TaskEvent::Output(b"hi\r\n".to_vec()),
+                TaskEvent::Finished(Some(0))
+            ]
+        );
+        assert!(
+            drained(&mut second_rx).is_empty(),
+            "queued until the next prompt"
+        );
+        shell.on_piece(Piece::Mark(Mark::PromptStart), &term);
+        shell.on_piece(Piece::Mark(Mark::PromptEnd), &term);
+        assert_eq!(drained(&mut second_rx), [TaskEvent::Started]);
+        assert_eq!(
+            *term.typed.borrow(),
+            [b"echo hi\r".to_vec(), b"false\r".to_vec()]
+        );
+    }
+
+    #[test]
+    fn cancel_takes_a_queued_command_out_and_interrupts_a_running_one_then_kills_its_job() {
+        let term = Recorder::default();
+        let mut shell = ShellState::default();
+        let (running, mut running_rx) = run("t1", "sleep 100");
+        let (queued, mut queued_rx) = run("t2", "echo later");
+        shell.on_piece(Piece::Mark(Mark::PromptEnd), &term);
+        shell.queue(running, &term);
+        shell.queue(queued, &term);
+        shell.cancel("t2", &term);
+        assert_eq!(drained(&mut queued_rx), [TaskEvent::Dequeued]);
+        shell.cancel("t1", &term);
+        assert_eq!(
+            term.typed.borrow().last(),
+            Some(&vec![0x03]),
+            "Ctrl-C first"
+        );
+        shell.kill_overdue(&term);
+        assert_eq!(term.kills.get(), 0, "the grace period has not run out");
+        shell.running.as_mut().unwrap().kill_at = Some(Instant::now());
+        shell.kill_overdue(&term);
+        assert_eq!(term.kills.get(), 1);
+        shell.end();
+        assert_eq!(
+            drained(&mut running_rx),
+            [TaskEvent::Started, TaskEvent::Ended]
+        );
     }
 }

@@ -198,7 +198,7 @@ impl Connection {
                 .await?
                 .map_or((0, 0), |r| (r.last_sequence, r.replay_floor));
             let frames = match replay_from {
-                Some(after) if after <= last && after >= floor => {
+                Some(after) if sessions::replay::replayable(after, floor, last) => {
                     store.frames_between(sid, after, last + 1).await?
                 }
                 Some(_) => {
