@@ -2,68 +2,8 @@
 //! and the authenticated HTTP calls it makes.
 
 use leptos::prelude::*;
-use serde::Deserialize;
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct SessionView {
-    pub session_id: String,
-    pub label: Option<String>,
-    pub argv: Vec<String>,
-    pub cols: u16,
-    pub rows: u16,
-    pub state: String,
-    pub exit_code: Option<i32>,
-    pub created_at: String,
-    pub controllers: usize,
-    pub observers: usize,
-}
-
-impl SessionView {
-    /// The command as a person would type it (`/bin/sh -lc X` shows as `X`).
-    pub fn command(&self) -> String {
-        match self.argv.as_slice() {
-            [sh, flag, cmd] if sh == "/bin/sh" && flag == "-lc" => cmd.clone(),
-            argv => argv.join(" "),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct SessionList {
-    pub sessions: Vec<SessionView>,
-}
-
-/// The signed-in principal (`GET /me`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct Me {
-    pub scope: String,
-    pub session_id: Option<String>,
-    pub label: Option<String>,
-}
-
-impl Me {
-    /// Whether the scope allows control (`pty:control` or `pty:admin`).
-    pub fn can_control(&self) -> bool {
-        self.scope != "pty:observe"
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ShareLink {
-    pub id: String,
-    pub label: Option<String>,
-    pub expires_at: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ShareLinks {
-    pub links: Vec<ShareLink>,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct NewLink {
-    pub url: String,
-}
+pub use wire::control::{Me, NewLink, Session, SessionList, ShareLink, ShareLinks};
 
 /// Sign-in state shared by every page: the token (kept in sessionStorage only) and who it is.
 #[derive(Clone, Copy)]

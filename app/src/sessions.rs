@@ -2,7 +2,7 @@
 
 use leptos::prelude::*;
 
-use crate::api::{Auth, SessionView};
+use crate::api::{Auth, Session};
 use crate::terminal::short;
 
 /// How often the list refreshes.
@@ -12,7 +12,7 @@ const REFRESH_MS: u32 = 2000;
 #[component]
 pub fn SessionsPage() -> impl IntoView {
     let auth = expect_context::<Auth>();
-    let sessions = RwSignal::new(Vec::<SessionView>::new());
+    let sessions = RwSignal::new(Vec::<Session>::new());
     let loaded = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let now_ms = RwSignal::new(0.0f64);

@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
+use wire::control;
 
 #[tokio::test]
 async fn sessions_are_created_listed_shown_and_terminated_with_uuidv7_ids() {
@@ -17,24 +18,22 @@ async fn sessions_are_created_listed_shown_and_terminated_with_uuidv7_ids() {
     )
     .await;
     assert_eq!(status, 201);
-    let sid = created["session_id"].as_str().unwrap().to_owned();
-    assert_eq!(uuid::Uuid::parse_str(&sid).unwrap().get_version_num(), 7);
-    assert_eq!(
-        (created["cols"].as_u64(), created["rows"].as_u64()),
-        (Some(90), Some(20))
-    );
-    assert_eq!(
-        (
-            created["session_backend"].as_str(),
-            created["session_class"].as_str()
-        ),
-        (Some("native"), Some("direct"))
-    );
-    assert_eq!(created["attach_url"], s.ws_url(&sid).as_str());
     assert!(
         created.get("env").is_none(),
         "env may hold secrets and is not echoed"
     );
+    let created: control::Session = serde_json::from_value(created).unwrap();
+    let sid = created.session_id.clone();
+    assert_eq!(uuid::Uuid::parse_str(&sid).unwrap().get_version_num(), 7);
+    assert_eq!((created.cols, created.rows), (90, 20));
+    assert_eq!(
+        (
+            created.session_backend.as_str(),
+            created.session_class.as_str()
+        ),
+        ("native", "direct")
+    );
+    assert_eq!(created.attach_url, s.ws_url(&sid));
 
     let mut c = s.attach(&sid, ADMIN).await;
     let init = c
@@ -47,21 +46,20 @@ async fn sessions_are_created_listed_shown_and_terminated_with_uuidv7_ids() {
     assert!(text.contains(&cwd) && text.contains("hi there"), "{text:?}");
 
     let (_, list) = s.get("/sessions", ADMIN).await;
-    let listed = &list["sessions"][0];
-    assert_eq!(listed["session_id"], sid.as_str());
-    assert_eq!(
-        (listed["state"].as_str(), listed["observers"].as_u64()),
-        (Some("running"), Some(1))
-    );
-    assert_eq!(listed["label"], "build");
+    let list: control::SessionList = serde_json::from_value(list).unwrap();
+    let listed = &list.sessions[0];
+    assert_eq!(listed.session_id, sid);
+    assert_eq!((listed.state.as_str(), listed.observers), ("running", 1));
+    assert_eq!(listed.label.as_deref(), Some("build"));
 
     assert_eq!(s.delete(&format!("/sessions/{sid}"), ADMIN).await.0, 200);
     let (_, shown) = s.get(&format!("/sessions/{sid}"), ADMIN).await;
+    let shown: control::Session = serde_json::from_value(shown).unwrap();
     assert_eq!(
-        (shown["state"].as_str(), shown["close_reason"].as_str()),
-        (Some("closed"), Some("killed"))
+        (shown.state.as_str(), shown.close_reason.as_deref()),
+        ("closed", Some("killed"))
     );
-    assert!(shown["closed_at"].as_str().unwrap().ends_with('Z'));
+    assert!(shown.closed_at.unwrap().ends_with('Z'));
     // Also at the root for the default instance.
     let root = s.http.get(format!("http://{}/sessions/{sid}", s.addr));
     assert_eq!(s.call(root, ADMIN).await.0, 200);
@@ -468,18 +466,22 @@ async fn health_and_readiness_answer_and_the_ui_page_is_served() {
 async fn me_tells_the_callers_scope_and_binding() {
     let s = TestServer::start(&[]).await;
     let (status, me) = s.get("/me", ADMIN).await;
-    assert_eq!(
-        (status, me["scope"].as_str(), me["label"].as_str()),
-        (200, Some("pty:admin"), Some("bootstrap"))
-    );
     assert!(me.get("token").is_none());
+    let me: control::Me = serde_json::from_value(me).unwrap();
+    assert_eq!(
+        (status, me.scope.as_str(), me.label.as_deref()),
+        (200, "pty:admin", Some("bootstrap"))
+    );
+    assert!(me.can_control());
     let sid = cat_session(&s).await;
     let bound = s.token("pty:observe", Some(&sid)).await;
     let (_, me) = s.get("/me", &bound).await;
+    let me: control::Me = serde_json::from_value(me).unwrap();
     assert_eq!(
-        (me["scope"].as_str(), me["session_id"].as_str()),
-        (Some("pty:observe"), Some(sid.as_str()))
+        (me.scope.as_str(), me.session_id.as_deref()),
+        ("pty:observe", Some(sid.as_str()))
     );
+    assert!(!me.can_control());
     assert_eq!(s.get("/me", "nope").await.0, 401);
 }
 

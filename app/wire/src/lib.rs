@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod a2a;
+pub mod control;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;

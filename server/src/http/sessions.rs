@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use wire::CloseReason;
+use wire::{CloseReason, control};
 
 use crate::audit;
 use crate::auth::{self, Principal, Scope, TokenRequest};
@@ -62,29 +62,29 @@ fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
         .map_err(|e| ApiError::bad_request(e.body_text()))
 }
 
-fn view_json(state: &AppState, v: &SessionView) -> Value {
+fn view_json(state: &AppState, v: &SessionView) -> control::Session {
     let r = &v.row;
-    json!({
-        "session_id": r.id,
-        "instance_id": r.instance_id,
-        "label": r.label,
-        "argv": r.argv,
-        "cwd": r.cwd,
-        "session_backend": r.backend,
-        "session_class": r.class,
-        "cols": r.cols,
-        "rows": r.rows,
-        "state": r.state,
-        "exit_code": r.exit_code,
-        "close_reason": r.close_reason,
-        "created_at": clock::rfc3339(r.created_at),
-        "closed_at": r.closed_at.map(clock::rfc3339),
-        "current_sequence": r.last_sequence,
-        "replay_floor": v.replay_floor,
-        "controllers": v.live.map_or(0, |l| l.controllers),
-        "observers": v.live.map_or(0, |l| l.observers),
-        "attach_url": state.attach_url(&r.id),
-    })
+    control::Session {
+        session_id: r.id.clone(),
+        instance_id: r.instance_id.clone(),
+        label: r.label.clone(),
+        argv: r.argv.clone(),
+        cwd: r.cwd.clone(),
+        session_backend: r.backend.clone(),
+        session_class: r.class.clone(),
+        cols: r.cols,
+        rows: r.rows,
+        state: r.state.clone(),
+        exit_code: r.exit_code,
+        close_reason: r.close_reason.clone(),
+        created_at: clock::rfc3339(r.created_at),
+        closed_at: r.closed_at.map(clock::rfc3339),
+        current_sequence: r.last_sequence,
+        replay_floor: v.replay_floor,
+        controllers: v.live.map_or(0, |l| l.controllers),
+        observers: v.live.map_or(0, |l| l.observers),
+        attach_url: state.attach_url(&r.id),
+    }
 }
 
 /// The session, when it exists and this principal may see it; 404 otherwise (never 403,
@@ -99,7 +99,7 @@ async fn visible(state: &AppState, who: &Principal, sid: &str) -> Result<Session
 
 /// Who the caller is: what the UI needs to show or hide controls. Signing in with a
 /// share link is a use of it.
-pub async fn me(State(state): State<AppState>, who: Principal) -> Json<Value> {
+pub async fn me(State(state): State<AppState>, who: Principal) -> Json<control::Me> {
     if let (true, Some(sid)) = (who.share_link, &who.session_id) {
         state.audit.record(
             audit::Record::new(audit::Event::ShareLinkUsed, sid)
@@ -107,12 +107,12 @@ pub async fn me(State(state): State<AppState>, who: Principal) -> Json<Value> {
                 .detail(json!({ "to": "sign_in" })),
         );
     }
-    Json(json!({
-        "token_id": who.token_id,
-        "scope": who.scope.as_str(),
-        "session_id": who.session_id,
-        "label": who.label,
-    }))
+    Json(control::Me {
+        scope: who.scope.as_str().to_owned(),
+        token_id: who.token_id,
+        session_id: who.session_id,
+        label: who.label,
+    })
 }
 
 pub async fn create(
@@ -149,8 +149,11 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(view_json(&state, &view))).into_response())
 }
 
-pub async fn list(State(state): State<AppState>, who: Principal) -> Result<Json<Value>, ApiError> {
-    let sessions: Vec<Value> = state
+pub async fn list(
+    State(state): State<AppState>,
+    who: Principal,
+) -> Result<Json<control::SessionList>, ApiError> {
+    let sessions = state
         .sessions
         .list()
         .await?
@@ -158,14 +161,14 @@ pub async fn list(State(state): State<AppState>, who: Principal) -> Result<Json<
         .filter(|v| who.sees_session(&v.row.id))
         .map(|v| view_json(&state, v))
         .collect();
-    Ok(Json(json!({ "sessions": sessions })))
+    Ok(Json(control::SessionList { sessions }))
 }
 
 pub async fn show(
     State(state): State<AppState>,
     who: Principal,
     Path(SessionPath { sid }): Path<SessionPath>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<control::Session>, ApiError> {
     let v = visible(&state, &who, &sid).await?;
     Ok(Json(view_json(&state, &v)))
 }
@@ -176,7 +179,7 @@ pub async fn terminate(
     State(state): State<AppState>,
     who: Principal,
     Path(SessionPath { sid }): Path<SessionPath>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<control::Session>, ApiError> {
     require(&who, Scope::Control)?;
     visible(&state, &who, &sid).await?;
     if state.sessions.terminate(&sid, CloseReason::Killed).await {
@@ -224,12 +227,15 @@ pub async fn share(
             .by(&who.token_id)
             .detail(json!({ "link_id": issued.id, "ttl_secs": ttl, "label": req.label })),
     );
-    let body = json!({
-        "id": issued.id,
-        "token": issued.secret,
-        "url": format!("{}/sessions/{sid}#token={}", state.public_url, issued.secret),
-        "expires_at": issued.expires_at.map(clock::rfc3339),
-    });
+    let body = control::NewLink {
+        url: format!(
+            "{}/sessions/{sid}#token={}",
+            state.public_url, issued.secret
+        ),
+        id: issued.id,
+        token: issued.secret,
+        expires_at: issued.expires_at.map(clock::rfc3339),
+    };
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
@@ -237,24 +243,22 @@ pub async fn list_shares(
     State(state): State<AppState>,
     who: Principal,
     Path(SessionPath { sid }): Path<SessionPath>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<control::ShareLinks>, ApiError> {
     require(&who, Scope::Control)?;
     visible(&state, &who, &sid).await?;
-    let links: Vec<Value> = state
+    let links = state
         .store
         .list_tokens(Some((&sid, clock::now_ms())))
         .await?
         .into_iter()
-        .map(|t| {
-            json!({
-                "id": t.id,
-                "label": t.label,
-                "created_at": clock::rfc3339(t.created_at),
-                "expires_at": t.expires_at.map(clock::rfc3339),
-            })
+        .map(|t| control::ShareLink {
+            id: t.id,
+            label: t.label,
+            created_at: clock::rfc3339(t.created_at),
+            expires_at: t.expires_at.map(clock::rfc3339),
         })
         .collect();
-    Ok(Json(json!({ "links": links })))
+    Ok(Json(control::ShareLinks { links }))
 }
 
 pub async fn revoke_share(

@@ -1,0 +1,109 @@
+//! The control plane's JSON (`B/sessions`, `B/me`, share links), as the server writes it and
+//! the UI and the tests read it.
+
+use serde::{Deserialize, Serialize};
+
+/// A session (`GET B/sessions/{sid}`, one entry of `GET B/sessions`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    pub session_id: String,
+    pub instance_id: String,
+    pub label: Option<String>,
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub session_backend: String,
+    pub session_class: String,
+    pub cols: u16,
+    pub rows: u16,
+    /// `running`, `exited` or `closed`.
+    pub state: String,
+    pub exit_code: Option<i32>,
+    pub close_reason: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    pub closed_at: Option<String>,
+    pub current_sequence: u64,
+    /// Every retained frame after this sequence can be replayed.
+    pub replay_floor: u64,
+    pub controllers: usize,
+    pub observers: usize,
+    /// Its pty-ws URL.
+    pub attach_url: String,
+}
+
+impl Session {
+    /// The command as a person would type it (`/bin/sh -lc X` shows as `X`).
+    pub fn command(&self) -> String {
+        match self.argv.as_slice() {
+            [sh, flag, cmd] if sh == "/bin/sh" && flag == "-lc" => cmd.clone(),
+            argv => argv.join(" "),
+        }
+    }
+}
+
+/// `GET B/sessions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionList {
+    pub sessions: Vec<Session>,
+}
+
+/// The caller (`GET B/me`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Me {
+    pub token_id: String,
+    pub scope: String,
+    pub session_id: Option<String>,
+    pub label: Option<String>,
+}
+
+impl Me {
+    /// Whether the scope allows control (`pty:control` or `pty:admin`).
+    pub fn can_control(&self) -> bool {
+        self.scope != "pty:observe"
+    }
+}
+
+/// A live observer link, never with its token (`GET B/sessions/{sid}/share`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShareLink {
+    pub id: String,
+    pub label: Option<String>,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShareLinks {
+    pub links: Vec<ShareLink>,
+}
+
+/// A new observer link (`POST B/sessions/{sid}/share`): its token, shown once, and the URL
+/// that carries it in the fragment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewLink {
+    pub id: String,
+    pub token: String,
+    pub url: String,
+    pub expires_at: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shell_command_shows_as_typed_and_a_program_as_its_argv() {
+        let mut s: Session = serde_json::from_value(serde_json::json!({
+            "session_id": "s", "instance_id": "local", "label": null,
+            "argv": ["/bin/sh", "-lc", "ls -la"], "cwd": null, "session_backend": "native",
+            "session_class": "direct", "cols": 80, "rows": 24, "state": "running",
+            "exit_code": null, "close_reason": null, "created_at": "2026-12-01T00:00:00Z",
+            "closed_at": null, "current_sequence": 3, "replay_floor": 0, "controllers": 0,
+            "observers": 1, "attach_url": "ws://127.0.0.1/agents/local/sessions/s/attach",
+        }))
+        .unwrap();
+        assert_eq!(s.command(), "ls -la");
+        s.argv = vec!["top".into(), "-b".into()];
+        assert_eq!(s.command(), "top -b");
+    }
+}
