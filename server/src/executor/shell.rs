@@ -30,12 +30,6 @@ pub struct Shell {
     sessions: Sessions,
 }
 
-/// A session that took a task's command: where the task runs, and its progress.
-pub struct Queued {
-    pub context_id: String,
-    pub progress: mpsc::UnboundedReceiver<Progress>,
-}
-
 impl Shell {
     pub fn new(sessions: Sessions) -> Shell {
         Shell { sessions }
@@ -80,22 +74,23 @@ impl Shell {
         Ok(handle)
     }
 
-    /// Queues `line` as task `task_id` in the session; it runs after the tasks before it.
-    pub async fn queue(&self, session: &SessionHandle, task_id: &str, line: String) -> Queued {
-        let (events, progress) = mpsc::unbounded_channel();
+    /// Queues `line` as task `task_id` in the session; it runs after the tasks before it,
+    /// and its progress goes to `progress` (which closes if the session refuses it: the task
+    /// then ends as "the session ended").
+    pub async fn queue(
+        &self,
+        session: &SessionHandle,
+        task_id: &str,
+        line: String,
+        progress: mpsc::UnboundedSender<Progress>,
+    ) {
         let run = TaskRun {
             task_id: task_id.to_owned(),
             line,
-            events,
+            events: progress,
         };
-        let queued = session.ask(|reply| Command::RunTask(run, reply)).await;
-        if let Some(Err(refusal)) = queued {
-            // The progress channel then closes: the task fails with "the session ended".
+        if let Some(Err(refusal)) = session.ask(|reply| Command::RunTask(run, reply)).await {
             tracing::warn!(task_id, reason = %refusal.message, "the session refused the task");
-        }
-        Queued {
-            context_id: session.id.clone(),
-            progress,
         }
     }
 

@@ -150,7 +150,11 @@ fn embedded(req: &Parts) -> Option<Response> {
     let body = if req.method == Method::HEAD {
         Body::empty()
     } else {
-        Body::from(body.data.into_owned())
+        // Embedded files are 'static: sent without a copy.
+        match body.data {
+            std::borrow::Cow::Borrowed(bytes) => Body::from(bytes::Bytes::from_static(bytes)),
+            std::borrow::Cow::Owned(bytes) => Body::from(bytes),
+        }
     };
     Some((headers, body).into_response())
 }

@@ -58,13 +58,18 @@ impl TaskService {
             history: vec![message],
             metadata: (!receipts.is_empty()).then(|| receipt_metadata(&receipts)),
         };
-        let queued = self.inner.shell.queue(&session, &task_id, line).await;
+        let (progress, progress_rx) = mpsc::unbounded_channel();
         let service = self.clone();
         let follow = self
             .launch(&task.clone(), push, move |feed, cancel| {
-                service.run(task, queued.progress, feed, cancel)
+                service.run(task, progress_rx, feed, cancel)
             })
             .await?;
+        // Typed only once the SUBMITTED task is persisted and followed.
+        self.inner
+            .shell
+            .queue(&session, &task_id, line, progress)
+            .await;
         Ok(follow)
     }
 
