@@ -75,35 +75,22 @@ impl Store {
     ) -> Result<(Vec<(i64, String, String)>, i64)> {
         const WHERE: &str = "WHERE (? IS NULL OR context_id = ?) AND (? IS NULL OR state = ?)
              AND (? IS NULL OR status_at >= ?)";
-        let total: i64 = sqlx::query(AssertSqlSafe(format!("SELECT COUNT(*) FROM tasks {WHERE}")))
-            .bind(f.context_id)
-            .bind(f.context_id)
-            .bind(f.state)
-            .bind(f.state)
-            .bind(f.status_after_ms)
-            .bind(f.status_after_ms)
-            .fetch_one(&self.pool)
-            .await?
-            .get(0);
+        let count = sqlx::query(AssertSqlSafe(format!("SELECT COUNT(*) FROM tasks {WHERE}")));
+        let total: i64 = bind_filter(count, f).fetch_one(&self.pool).await?.get(0);
         let (after_at, after_id) = f.after.map_or((None, None), |(t, id)| (Some(t), Some(id)));
-        let rows = sqlx::query(AssertSqlSafe(format!(
+        let page = sqlx::query(AssertSqlSafe(format!(
             "SELECT status_at, id, task FROM tasks {WHERE}
              AND (? IS NULL OR status_at < ? OR (status_at = ? AND id < ?))
              ORDER BY status_at DESC, id DESC LIMIT ?"
-        )))
-        .bind(f.context_id)
-        .bind(f.context_id)
-        .bind(f.state)
-        .bind(f.state)
-        .bind(f.status_after_ms)
-        .bind(f.status_after_ms)
-        .bind(after_at)
-        .bind(after_at)
-        .bind(after_at)
-        .bind(after_id)
-        .bind(i64::from(f.limit))
-        .fetch_all(&self.pool)
-        .await?;
+        )));
+        let rows = bind_filter(page, f)
+            .bind(after_at)
+            .bind(after_at)
+            .bind(after_at)
+            .bind(after_id)
+            .bind(i64::from(f.limit))
+            .fetch_all(&self.pool)
+            .await?;
         Ok((
             rows.iter()
                 .map(|r| (r.get(0), r.get(1), r.get(2)))
@@ -184,4 +171,17 @@ impl Store {
             .await?;
         Ok(done.rows_affected() > 0)
     }
+}
+
+type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// Binds the filter's three optional conditions, each twice (`? IS NULL OR …`), in order.
+fn bind_filter<'q>(query: SqliteQuery<'q>, f: &TaskFilter<'q>) -> SqliteQuery<'q> {
+    query
+        .bind(f.context_id)
+        .bind(f.context_id)
+        .bind(f.state)
+        .bind(f.state)
+        .bind(f.status_after_ms)
+        .bind(f.status_after_ms)
 }
