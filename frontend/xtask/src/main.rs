@@ -78,12 +78,14 @@ fn build(release: bool) -> Result<()> {
     let started = std::time::Instant::now();
 
     let wasm = build_wasm(&paths, release)?;
+    vendor(&paths.root)?;
     let stamp = paths.target.join(profile_dir).join("site.stamp");
     let inputs = fingerprint(&paths.root, &wasm)?;
     if site.join("pkg").is_dir() && std::fs::read(&stamp).ok().as_deref() == Some(&inputs[..]) {
         println!("site: {} (up to date)", site.display());
     } else {
-        build_site(&paths, release, &wasm, &site)?;
+        let staging = paths.target.join("xtask-bindgen").join(profile_dir);
+        build_site(&paths, release, &wasm, &staging, &site)?;
         std::fs::write(&stamp, inputs)?;
         println!(
             "site: {} (built in {:.1} s)",
@@ -106,9 +108,8 @@ fn build(release: bool) -> Result<()> {
 }
 
 /// A digest of everything the site is made from: the WASM cargo built, the CSS, `public/`
-/// (vendored xterm.js included, after `vendor`), the npm lock and this program itself.
+/// (vendored xterm.js included), the npm lock and this program itself.
 fn fingerprint(root: &Path, wasm: &Path) -> Result<Vec<u8>> {
-    vendor(root)?;
     let mut files = vec![
         wasm.to_path_buf(),
         root.join("style/main.css"),
@@ -137,17 +138,23 @@ fn list_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-fn build_site(paths: &Paths, release: bool, wasm: &Path, site: &Path) -> Result<()> {
-    let profile_dir = if release { "release" } else { "debug" };
-    let staging = paths.target.join("xtask-bindgen").join(profile_dir);
-    let _ = std::fs::remove_dir_all(&staging);
+/// The site from the WASM cargo built: bindgen output in `staging`, the hashed bundle,
+/// `public/` and the compressed copies in `site`.
+fn build_site(
+    paths: &Paths,
+    release: bool,
+    wasm: &Path,
+    staging: &Path,
+    site: &Path,
+) -> Result<()> {
+    let _ = std::fs::remove_dir_all(staging);
     wasm_bindgen_cli_support::Bindgen::new()
         .input_path(wasm)
         .out_name("ptyhost")
         .web(true)?
         .typescript(false)
         .debug(!release)
-        .generate(&staging)
+        .generate(staging)
         .context("wasm-bindgen")?;
     let bg = staging.join("ptyhost_bg.wasm");
     if release {
