@@ -187,7 +187,7 @@ pub struct SessionArgs {
     /// What the agent does with a message: run it in a shell, or play the A2A TCK
     /// conformance scenarios.
     #[arg(long, env = "PTYHOST_EXECUTOR", value_enum, default_value = "shell")]
-    pub executor: crate::executor::Executor,
+    pub executor: crate::executor::Kind,
     #[command(flatten)]
     pub commerce: CommerceArgs,
 }

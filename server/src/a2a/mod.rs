@@ -187,9 +187,9 @@ impl From<crate::extensions::Required> for A2aError {
     }
 }
 
-impl From<crate::executor::shell::Refused> for A2aError {
-    fn from(refused: crate::executor::shell::Refused) -> A2aError {
-        use crate::executor::shell::Refused;
+impl From<crate::executor::Refused> for A2aError {
+    fn from(refused: crate::executor::Refused) -> A2aError {
+        use crate::executor::Refused;
         match refused {
             Refused::InvalidParams(m) => A2aError::InvalidParams(m),
             Refused::PermissionDenied(m) => A2aError::PermissionDenied(m),

@@ -45,8 +45,7 @@ impl Core {
         let commerce = commerce::Commerce::new(&session.commerce.settings()?, store.clone())?;
         let tasks = a2a::service::TaskService::new(
             store.clone(),
-            crate::executor::shell::Shell::new(sessions.clone()),
-            session.executor,
+            session.executor.build(sessions.clone()),
             push,
             commerce,
         );

@@ -1,10 +1,143 @@
 //! The conformance executor: plays the scripted behaviours of the A2A TCK agent scenarios
 //! (`specs/a2a/tck-sut/*.feature`), chosen by messageId prefix.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use wire::a2a::{Content, Part, TaskState};
+use tokio::sync::oneshot;
+use wire::a2a::{Artifact, Content, Message, Part, Task, TaskState};
+
+use super::{Executor, Plan, Refused, Run, Update, Work};
+use crate::auth::Principal;
+
+/// Plays the scenario a message's id names. A task that asks for input waits for its
+/// answer (or a cancel), then finishes.
+#[derive(Default)]
+pub struct Conformance {
+    /// Tasks waiting for input, and where their answer goes.
+    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Message>>>>,
+}
+
+#[async_trait::async_trait]
+impl Executor for Conformance {
+    async fn plan(
+        &self,
+        _who: &Principal,
+        message: &Message,
+        with_objects: bool,
+        streaming: bool,
+        work: Work,
+    ) -> Result<Plan, Refused> {
+        if with_objects {
+            return Err(Refused::Unsupported(
+                "the conformance executor takes A202 objects only in a message without a command"
+                    .into(),
+            ));
+        }
+        let steps = match script(&message.message_id) {
+            Script::Message(text) if !streaming => return Ok(Plan::Reply(text.to_owned())),
+            Script::Message(text) => vec![Step::Status(TaskState::Completed, Some(text))],
+            Script::Task(steps) => steps,
+        };
+        let context_id =
+            (message.context_id.clone()).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let waiting = self.waiting.clone();
+        Ok(Plan::Task {
+            context_id,
+            start: Box::pin(async move { Box::pin(play(steps, work, waiting)) as Run }),
+        })
+    }
+
+    async fn answer(&self, task: &Task, answer: Message) -> Result<(), Refused> {
+        let waiter = self.waiting.lock().unwrap().remove(&task.id);
+        waiter.and_then(|w| w.send(answer).ok()).ok_or_else(|| {
+            Refused::Unsupported(format!("task {} is no longer waiting for input", task.id))
+        })
+    }
+
+    /// Nothing to stop: a playing script watches its cancel request.
+    async fn cancel(&self, _task: &Task) {}
+}
+
+/// Plays a script's steps; one that ends asking for input waits for the answer and then
+/// plays `answered()`. A cancel stops it at once.
+async fn play(
+    mut steps: Vec<Step>,
+    work: Work,
+    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Message>>>>,
+) {
+    let Work {
+        task_id,
+        updates,
+        mut cancel,
+    } = work;
+    let mut artifact: Option<Artifact> = None;
+    loop {
+        let mut asks = false;
+        for step in steps {
+            if *cancel.borrow() {
+                return;
+            }
+            let update = match step {
+                Step::Status(state, text) => {
+                    asks = state == TaskState::InputRequired;
+                    Update::status(state, text.map(str::to_owned))
+                }
+                Step::Artifact {
+                    part,
+                    append,
+                    last_chunk,
+                } => {
+                    let chunk = Artifact {
+                        artifact_id: "artifact-1".into(),
+                        name: Some("result".into()),
+                        description: None,
+                        parts: vec![part],
+                        metadata: None,
+                    };
+                    let whole = match artifact.take() {
+                        Some(mut a) if append => {
+                            a.parts.extend(chunk.parts.iter().cloned());
+                            a
+                        }
+                        _ => chunk.clone(),
+                    };
+                    artifact = Some(whole.clone());
+                    Update::Artifact {
+                        whole,
+                        chunk,
+                        append,
+                        last_chunk,
+                    }
+                }
+                Step::Wait(d) => {
+                    let _ = tokio::time::timeout(d, cancel.wait_for(|c| *c)).await;
+                    continue;
+                }
+            };
+            if updates.send(update).is_err() {
+                return;
+            }
+        }
+        if !asks {
+            return;
+        }
+        let (answer, answered_rx) = oneshot::channel();
+        waiting.lock().unwrap().insert(task_id.clone(), answer);
+        let answer = tokio::select! {
+            a = answered_rx => a.ok(),
+            _ = cancel.wait_for(|c| *c) => None,
+        };
+        waiting.lock().unwrap().remove(&task_id);
+        let Some(answer) = answer else { return };
+        if updates.send(Update::Answered(answer)).is_err() {
+            return;
+        }
+        steps = answered();
+    }
+}
 
 /// One step of a scripted task.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,13 +273,112 @@ pub fn script(message_id: &str) -> Script {
 }
 
 /// A follow-up to a task that asked for input (now working) finishes it.
-pub fn answered() -> Vec<Step> {
+fn answered() -> Vec<Step> {
     vec![Step::Status(TaskState::Completed, Some("Hello from TCK"))]
 }
 
 #[cfg(test)]
 mod tests {
+    use tokio::sync::{mpsc, watch};
+    use wire::a2a::Role;
+
     use super::*;
+    use crate::auth::Scope;
+
+    fn message(id: &str) -> Message {
+        Message {
+            message_id: id.into(),
+            context_id: None,
+            task_id: None,
+            role: Role::User,
+            parts: vec![Part::text("hi")],
+            metadata: None,
+            extensions: Vec::new(),
+            reference_task_ids: Vec::new(),
+        }
+    }
+
+    /// Plans and starts `id`'s scenario as task "t"; its updates and its cancel request.
+    async fn started(
+        executor: &Conformance,
+        id: &str,
+    ) -> (mpsc::UnboundedReceiver<Update>, watch::Sender<bool>) {
+        let (updates, updates_rx) = mpsc::unbounded_channel();
+        let (cancel, cancel_rx) = watch::channel(false);
+        let who = Principal {
+            token_id: "t".into(),
+            scope: Scope::Control,
+            session_id: None,
+            label: None,
+            share_link: false,
+        };
+        let work = Work {
+            task_id: "t".into(),
+            updates,
+            cancel: cancel_rx,
+        };
+        let Ok(Plan::Task { start, .. }) =
+            executor.plan(&who, &message(id), false, false, work).await
+        else {
+            panic!("{id} plans a task")
+        };
+        tokio::spawn(start.await);
+        (updates_rx, cancel)
+    }
+
+    fn task(id: &str) -> Task {
+        Task {
+            id: id.into(),
+            context_id: "c".into(),
+            status: wire::a2a::TaskStatus {
+                state: TaskState::InputRequired,
+                message: None,
+                timestamp: None,
+            },
+            artifacts: None,
+            history: Vec::new(),
+            metadata: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_task_that_asks_for_input_waits_for_its_answer_then_completes() {
+        let executor = Conformance::default();
+        let (mut updates, _cancel) = started(&executor, "tck-input-required-1").await;
+        assert_eq!(
+            updates.recv().await,
+            Some(Update::status(
+                TaskState::InputRequired,
+                Some("Please provide input".into())
+            ))
+        );
+        executor
+            .answer(&task("t"), message("answer"))
+            .await
+            .unwrap();
+        assert!(
+            matches!(updates.recv().await, Some(Update::Answered(m)) if m.message_id == "answer")
+        );
+        assert!(matches!(
+            updates.recv().await,
+            Some(Update::Status {
+                state: TaskState::Completed,
+                ..
+            })
+        ));
+        assert_eq!(updates.recv().await, None);
+        assert!(executor.answer(&task("t"), message("again")).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_cancel_stops_a_waiting_task_without_a_terminal_update() {
+        let executor = Conformance::default();
+        let (mut updates, cancel) = started(&executor, "tck-input-required-2").await;
+        assert!(updates.recv().await.is_some());
+        cancel.send_replace(true);
+        assert_eq!(updates.recv().await, None);
+        assert!(executor.answer(&task("t"), message("late")).await.is_err());
+    }
 
     #[test]
     fn the_longest_prefix_picks_the_scenario() {

@@ -1,33 +1,78 @@
 //! The shell executor: a message's command is typed into a session's shell, so everyone
 //! watching sees it run. `contextId` names the session; a message without one gets a new
 //! session running the default shell. The session's owner task follows the command by its
-//! OSC 133 marks and reports `Progress`; the task service turns that into task states.
+//! OSC 133 marks (`sessions::actor::shell`, where the PTY's output is read) and reports
+//! `TaskEvent`s; this executor turns them into updates: output into the artifact, prompts
+//! into INPUT_REQUIRED, the exit status into the terminal state.
 
 use serde_json::Value;
 use tokio::sync::mpsc;
-use wire::a2a::{Content, Message};
+use wire::a2a::{Artifact, Content, Message, Part, Task, TaskState};
 
+use super::{Executor, Plan, Refused, Run, Update, Work};
 use crate::auth::Principal;
 use crate::commerce;
-pub use crate::sessions::TaskEvent as Progress;
-use crate::sessions::{Command, SessionHandle, Sessions, SpecRequest, TaskRun};
+use crate::sessions::{Command, SessionHandle, Sessions, SpecRequest, TaskEvent, TaskRun};
 
-/// Why the executor would not take a message, in the words of the A2A error it becomes.
-#[derive(Debug, thiserror::Error)]
-pub enum Refused {
-    #[error("{0}")]
-    InvalidParams(String),
-    #[error("{0}")]
-    PermissionDenied(String),
-    #[error("{0}")]
-    Unsupported(String),
-    #[error(transparent)]
-    Failed(#[from] anyhow::Error),
-}
+/// Output kept in a task's artifact; beyond it the artifact says it was cut.
+pub const MAX_OUTPUT: usize = 1024 * 1024;
+
+pub const OUTPUT_ARTIFACT: &str = "output";
 
 #[derive(Clone)]
 pub struct Shell {
     sessions: Sessions,
+}
+
+#[async_trait::async_trait]
+impl Executor for Shell {
+    async fn plan(
+        &self,
+        who: &Principal,
+        message: &Message,
+        _with_objects: bool,
+        _streaming: bool,
+        work: Work,
+    ) -> Result<Plan, Refused> {
+        let line = command_line(message)?;
+        let session = self.session(who, message.context_id.as_deref()).await?;
+        Ok(Plan::Task {
+            context_id: session.id.clone(),
+            start: Box::pin(start(session, line, work)),
+        })
+    }
+
+    async fn answer(&self, task: &Task, answer: Message) -> Result<(), Refused> {
+        if answer.text().contains(['\n', '\r']) {
+            return Err(Refused::InvalidParams("an answer is one line".into()));
+        }
+        let Some(session) = self.sessions.live(&task.context_id) else {
+            return Err(Refused::Unsupported(format!(
+                "task {} no longer runs",
+                task.id
+            )));
+        };
+        let task_id = task.id.clone();
+        let typed = session
+            .ask(|reply| Command::AnswerTask(task_id, answer, reply))
+            .await
+            .unwrap_or(false);
+        if !typed {
+            return Err(Refused::Unsupported(format!(
+                "task {} is no longer waiting for input",
+                task.id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Ctrl-C to the task's command (or takes it out of the queue), then SIGKILL to its
+    /// foreground job after the grace period.
+    async fn cancel(&self, task: &Task) {
+        if let Some(session) = self.sessions.live(&task.context_id) {
+            session.tell(Command::CancelTask(task.id.clone())).await;
+        }
+    }
 }
 
 impl Shell {
@@ -37,7 +82,7 @@ impl Shell {
 
     /// The session a message runs in: the running shell session its `contextId` names
     /// (visible to `who`), or a new one with the default shell.
-    pub async fn session(
+    async fn session(
         &self,
         who: &Principal,
         context_id: Option<&str>,
@@ -73,51 +118,122 @@ impl Shell {
         }
         Ok(handle)
     }
+}
 
-    /// Queues `line` as task `task_id` in the session; it runs after the tasks before it,
-    /// and its progress goes to `progress` (which closes if the session refuses it: the task
-    /// then ends as "the session ended").
-    pub async fn queue(
-        &self,
-        session: &SessionHandle,
-        task_id: &str,
-        line: String,
-        progress: mpsc::UnboundedSender<Progress>,
-    ) {
-        let run = TaskRun {
-            task_id: task_id.to_owned(),
-            line,
-            events: progress,
+/// How a task's command ended, as the session reported it.
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    Exited(Option<i32>),
+    Dequeued,
+    SessionEnded,
+}
+
+/// Queues `line` in the session, where it runs after the tasks before it; then the rest of
+/// the work follows it. A session that refuses the task closes its events: the task then
+/// ends as "the session ended".
+async fn start(session: SessionHandle, line: String, work: Work) -> Run {
+    let (events, progress) = mpsc::unbounded_channel();
+    let queued = TaskRun {
+        task_id: work.task_id.clone(),
+        line,
+        events,
+    };
+    if let Some(Err(refusal)) = session.ask(|reply| Command::RunTask(queued, reply)).await {
+        tracing::warn!(task_id = work.task_id, reason = %refusal.message, "the session refused the task");
+    }
+    Box::pin(follow(progress, work))
+}
+
+/// Turns what the session reports of a task into updates, up to its terminal state.
+async fn follow(mut progress: mpsc::UnboundedReceiver<TaskEvent>, work: Work) {
+    let Work {
+        updates, cancel, ..
+    } = work;
+    let mut output = Output::default();
+    let outcome = loop {
+        let update = match progress.recv().await {
+            Some(TaskEvent::Started) => Update::status(TaskState::Working, None),
+            Some(TaskEvent::Output(bytes)) => match output.take(&bytes) {
+                Some(update) => update,
+                None => continue,
+            },
+            Some(TaskEvent::InputRequired(prompt)) => {
+                Update::status(TaskState::InputRequired, Some(prompt))
+            }
+            Some(TaskEvent::Resumed(answer)) => Update::Answered(answer),
+            Some(TaskEvent::Finished(code)) => break Outcome::Exited(code),
+            Some(TaskEvent::Dequeued) => break Outcome::Dequeued,
+            Some(TaskEvent::Ended) | None => break Outcome::SessionEnded,
         };
-        if let Some(Err(refusal)) = session.ask(|reply| Command::RunTask(run, reply)).await {
-            tracing::warn!(task_id, reason = %refusal.message, "the session refused the task");
+        if updates.send(update).is_err() {
+            return;
         }
-    }
-
-    /// Types `answer` for the task that waits for input in session `context_id`; false when
-    /// it no longer waits (or the session is gone).
-    pub async fn answer(&self, context_id: &str, task_id: &str, answer: Message) -> bool {
-        let Some(session) = self.sessions.live(context_id) else {
-            return false;
-        };
-        let task_id = task_id.to_owned();
-        session
-            .ask(|reply| Command::AnswerTask(task_id, answer, reply))
-            .await
-            .unwrap_or(false)
-    }
-
-    /// Whether session `context_id` still runs (a task waiting there can be answered).
-    pub fn runs(&self, context_id: &str) -> bool {
-        self.sessions.live(context_id).is_some()
-    }
-
-    /// Ctrl-C to the task's command (or takes it out of the queue), then SIGKILL to its
-    /// foreground job after the grace period.
-    pub async fn cancel(&self, context_id: &str, task_id: &str) {
-        if let Some(session) = self.sessions.live(context_id) {
-            session.tell(Command::CancelTask(task_id.to_owned())).await;
+    };
+    let canceled = *cancel.borrow();
+    let (state, text) = match (outcome, canceled) {
+        (Outcome::Dequeued, _) | (Outcome::Exited(_), true) => {
+            (TaskState::Canceled, "canceled".to_owned())
         }
+        (Outcome::Exited(Some(0)), false) => (TaskState::Completed, "exit code 0".to_owned()),
+        (Outcome::Exited(Some(code)), false) => (TaskState::Failed, format!("exit code {code}")),
+        (Outcome::Exited(None), false) => (
+            TaskState::Failed,
+            "the shell reported no exit status".to_owned(),
+        ),
+        (Outcome::SessionEnded, _) => (TaskState::Failed, "the session ended".to_owned()),
+    };
+    let exit_code = match outcome {
+        Outcome::Exited(code) => code,
+        _ => None,
+    };
+    let _ = updates.send(Update::Status {
+        state,
+        text: Some(text),
+        exit_code,
+    });
+}
+
+/// A task's output so far, up to `MAX_OUTPUT`.
+#[derive(Default)]
+struct Output {
+    kept: Vec<u8>,
+    cut: bool,
+}
+
+impl Output {
+    /// Takes a read of the command's output; the artifact update it makes, if any of it
+    /// still fits.
+    fn take(&mut self, bytes: &[u8]) -> Option<Update> {
+        let room = MAX_OUTPUT.saturating_sub(self.kept.len());
+        self.cut |= bytes.len() > room;
+        let kept = &bytes[..bytes.len().min(room)];
+        if kept.is_empty() {
+            return None;
+        }
+        let append = !self.kept.is_empty();
+        self.kept.extend_from_slice(kept);
+        Some(Update::Artifact {
+            whole: output_artifact(&self.kept, self.cut),
+            chunk: output_artifact(kept, false),
+            append,
+            last_chunk: false,
+        })
+    }
+}
+
+fn output_artifact(output: &[u8], cut: bool) -> Artifact {
+    let mut part = Part::text(String::from_utf8_lossy(output).into_owned());
+    part.media_type = Some("text/plain".into());
+    Artifact {
+        artifact_id: OUTPUT_ARTIFACT.into(),
+        name: Some("output".into()),
+        description: Some(if cut {
+            format!("the command's terminal output (first {MAX_OUTPUT} bytes)")
+        } else {
+            "the command's terminal output".into()
+        }),
+        parts: vec![part],
+        metadata: None,
     }
 }
 

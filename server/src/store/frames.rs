@@ -65,56 +65,6 @@ pub(super) fn stored_frame(r: &sqlx::sqlite::SqliteRow) -> Result<Frame> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn output(sequence: u64, data: Vec<u8>) -> Frame {
-        Frame {
-            sequence,
-            created_at: 1_700_000_000_000,
-            body: FrameBody::Output {
-                envelope_id: format!("id-{sequence}"),
-                data: Bytes::from(data),
-            },
-        }
-    }
-
-    #[tokio::test]
-    async fn output_comes_back_as_it_went_in_compressed_only_when_that_is_smaller() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(None, dir.path()).await.unwrap();
-        let text = b"cargo build: Compiling some-crate v1.2.3\r\n".repeat(1600);
-        let noise: Vec<u8> = (0..65536).map(|_| rand::random::<u8>()).collect();
-        let frames = vec![
-            output(1, b"a".to_vec()),
-            output(2, text),
-            output(3, noise),
-            Frame {
-                sequence: 4,
-                created_at: 1_700_000_000_001,
-                body: FrameBody::Envelope {
-                    kind: "Resize".into(),
-                    text: Bytes::from_static(br#"{"op":"pty.session_frame"}"#),
-                },
-            },
-        ];
-        store.insert_frames("s", &frames).await.unwrap();
-        assert_eq!(store.frames_between("s", 0, 5).await.unwrap(), frames);
-        let stored: Vec<(i64, Option<String>, Option<i64>)> = sqlx::query_as(
-            "SELECT sequence, compression, length(data) FROM frames ORDER BY sequence",
-        )
-        .fetch_all(&store.pool)
-        .await
-        .unwrap();
-        assert_eq!(stored[0], (1, None, Some(1)));
-        assert_eq!(stored[1].1.as_deref(), Some("lz4"));
-        assert!(stored[1].2 < Some(4096), "{stored:?}");
-        assert_eq!(stored[2], (3, None, Some(65536)));
-        assert_eq!(stored[3], (4, None, None));
-    }
-}
-
 /// The columns `stored_frame` reads.
 pub(super) const FRAME_COLUMNS: &str =
     "sequence, kind, created_at, frame, envelope_id, data, compression";
@@ -244,5 +194,55 @@ impl Store {
             .await?;
         tx.commit().await?;
         Ok(Some(floor as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(sequence: u64, data: Vec<u8>) -> Frame {
+        Frame {
+            sequence,
+            created_at: 1_700_000_000_000,
+            body: FrameBody::Output {
+                envelope_id: format!("id-{sequence}"),
+                data: Bytes::from(data),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn output_comes_back_as_it_went_in_compressed_only_when_that_is_smaller() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(None, dir.path()).await.unwrap();
+        let text = b"cargo build: Compiling some-crate v1.2.3\r\n".repeat(1600);
+        let noise: Vec<u8> = (0..65536).map(|_| rand::random::<u8>()).collect();
+        let frames = vec![
+            output(1, b"a".to_vec()),
+            output(2, text),
+            output(3, noise),
+            Frame {
+                sequence: 4,
+                created_at: 1_700_000_000_001,
+                body: FrameBody::Envelope {
+                    kind: "Resize".into(),
+                    text: Bytes::from_static(br#"{"op":"pty.session_frame"}"#),
+                },
+            },
+        ];
+        store.insert_frames("s", &frames).await.unwrap();
+        assert_eq!(store.frames_between("s", 0, 5).await.unwrap(), frames);
+        let stored: Vec<(i64, Option<String>, Option<i64>)> = sqlx::query_as(
+            "SELECT sequence, compression, length(data) FROM frames ORDER BY sequence",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .unwrap();
+        assert_eq!(stored[0], (1, None, Some(1)));
+        assert_eq!(stored[1].1.as_deref(), Some("lz4"));
+        assert!(stored[1].2 < Some(4096), "{stored:?}");
+        assert_eq!(stored[2], (3, None, Some(65536)));
+        assert_eq!(stored[3], (4, None, None));
     }
 }

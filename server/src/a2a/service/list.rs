@@ -20,21 +20,6 @@ pub(super) fn decode_cursor(token: &str) -> Option<(i64, String)> {
     Some((at.parse().ok()?, id.to_owned()))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn page_cursors_round_trip_and_foreign_tokens_are_refused() {
-        let token = encode_cursor(1700000000123, "0190-abc");
-        assert_eq!(
-            decode_cursor(&token),
-            Some((1700000000123, "0190-abc".into()))
-        );
-        assert_eq!(decode_cursor("!!"), None);
-    }
-}
-
 impl TaskService {
     /// ListTasks, newest status first, with a cursor.
     pub async fn list(&self, who: &Principal, q: ListTasksRequest) -> Result<ListPage, A2aError> {
@@ -101,5 +86,20 @@ impl TaskService {
             page_size,
             total_size: total,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_cursors_round_trip_and_foreign_tokens_are_refused() {
+        let token = encode_cursor(1700000000123, "0190-abc");
+        assert_eq!(
+            decode_cursor(&token),
+            Some((1700000000123, "0190-abc".into()))
+        );
+        assert_eq!(decode_cursor("!!"), None);
     }
 }

@@ -1,13 +1,12 @@
-//! The task service every binding calls: a message becomes a command typed into a session's
-//! shell (the shell executor); its output streams into an artifact and its exit status ends
-//! the task. Every transition is persisted before it is announced.
+//! The task service every binding calls: a message becomes a task that the executor plans
+//! and runs (for the shell executor, a command typed into a session's shell); the task
+//! service persists every update the executor reports before it announces it.
 
+mod execute;
 mod feed;
 mod list;
 mod push_configs;
 mod receipts;
-mod scripted;
-mod shell_tasks;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,9 +26,7 @@ use super::{A2aError, Version, Via};
 use crate::auth::{Principal, Scope};
 use crate::clock;
 use crate::commerce::{self, Carrier, Commerce, Receipt};
-use crate::executor::Executor;
-use crate::executor::conformance::{self, Script, Step};
-use crate::executor::shell::{self, Progress, Shell};
+use crate::executor::{Executor, Plan, Update, Work, shell};
 use crate::store::{Store, TaskFilter};
 pub use feed::TaskStream;
 use feed::{Feed, Follow, STREAM_BUFFER};
@@ -46,8 +43,7 @@ pub struct TaskService {
 
 struct Inner {
     store: Store,
-    shell: Shell,
-    executor: Executor,
+    executor: Arc<dyn Executor>,
     push: Push,
     commerce: Commerce,
     /// Tasks still running in this process: their latest snapshot, and cancel requests.
@@ -57,7 +53,6 @@ struct Inner {
 struct Live {
     feed: Arc<Feed>,
     cancel: watch::Sender<bool>,
-    context_id: String,
 }
 
 /// What SendMessage answers: the task, or (for some conformance scenarios) a message.
@@ -84,15 +79,13 @@ pub struct ListPage {
 impl TaskService {
     pub fn new(
         store: Store,
-        shell: Shell,
-        executor: Executor,
+        executor: Arc<dyn Executor>,
         push: Push,
         commerce: Commerce,
     ) -> TaskService {
         TaskService {
             inner: Arc::new(Inner {
                 store,
-                shell,
                 executor,
                 push,
                 commerce,
@@ -246,70 +239,58 @@ impl TaskService {
                     "A202 objects start a task of their own: send them without a taskId".into(),
                 ));
             }
-            return match (self.inner.executor, carries_command(&message)) {
-                (_, false) => self.start_receipt(message, task_id, push, objects).await,
-                (Executor::Shell, true) => self
-                    .start_shell(who, message, task_id, push, objects)
-                    .await
-                    .map(Started::Feed),
-                (Executor::Conformance, true) => Err(A2aError::UnsupportedOperation(
-                    "the conformance executor takes A202 objects only in a message without a command".into(),
-                )),
-            };
-        }
-        match self.inner.executor {
-            Executor::Conformance => {
-                self.start_scripted(who, message, task_id, push, streaming)
-                    .await
+            if !carries_command(&message) {
+                return self.start_receipt(message, task_id, push, objects).await;
             }
-            Executor::Shell if message.task_id.is_some() => {
-                self.answer(who, message, push).await.map(Started::Feed)
-            }
-            Executor::Shell => self
-                .start_shell(who, message, task_id, push, Vec::new())
-                .await
-                .map(Started::Feed),
+            return self
+                .execute(who, message, task_id, push, objects, streaming)
+                .await;
         }
+        if message.task_id.is_some() {
+            return self.answer(who, message, push).await.map(Started::Feed);
+        }
+        self.execute(who, message, task_id, push, Vec::new(), streaming)
+            .await
     }
 
-    /// Starts a new task's feed and runner, with its push config attached first.
+    /// Persists a new task and starts its feed and follower, with its push config attached
+    /// first. `cancel` is the cancel request its work watches.
     async fn launch<F>(
         &self,
         task: &Task,
         push: Option<Target>,
-        runner: impl FnOnce(Arc<Feed>, watch::Receiver<bool>) -> F,
+        cancel: watch::Sender<bool>,
+        follower: impl FnOnce(Arc<Feed>) -> F,
     ) -> Result<Follow, A2aError>
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
         self.persist(task).await?;
-        let (feed, cancel) = self.track(task);
+        let feed = self.track(task, cancel);
         let follow = Follow::of(feed.clone());
         if let Some(target) = push {
             self.attach(target).await?;
         }
-        tokio::spawn(runner(feed, cancel));
+        tokio::spawn(follower(feed));
         Ok(follow)
     }
 
-    /// Registers a running task: its feed, and the cancel signal its runner watches.
-    fn track(&self, task: &Task) -> (Arc<Feed>, watch::Receiver<bool>) {
+    /// Registers a running task: its feed, and the cancel request its work watches.
+    fn track(&self, task: &Task, cancel: watch::Sender<bool>) -> Arc<Feed> {
         let feed = Arc::new(Feed {
             gate: Mutex::new(()),
             snapshot: watch::channel(task.clone()).0,
             events: broadcast::channel(STREAM_BUFFER).0,
             push: self.inner.push.clone(),
         });
-        let (cancel, cancel_rx) = watch::channel(false);
         self.inner.live.lock().unwrap().insert(
             task.id.clone(),
             Live {
                 feed: feed.clone(),
                 cancel,
-                context_id: task.context_id.clone(),
             },
         );
-        (feed, cancel_rx)
+        feed
     }
 
     async fn persist_quietly(&self, task: &Task) {
@@ -368,19 +349,17 @@ impl TaskService {
         if task.status.state.is_terminal() {
             return Err(A2aError::TaskNotCancelable(id.to_owned()));
         }
-        let live = {
+        let snapshot = {
             let live = self.inner.live.lock().unwrap();
             live.get(id).map(|l| {
                 l.cancel.send_replace(true);
-                (l.feed.snapshot.subscribe(), l.context_id.clone())
+                l.feed.snapshot.subscribe()
             })
         };
-        let Some((mut snapshot, context_id)) = live else {
+        let Some(mut snapshot) = snapshot else {
             return Err(A2aError::TaskNotCancelable(id.to_owned()));
         };
-        if self.inner.executor == Executor::Shell {
-            self.inner.shell.cancel(&context_id, id).await;
-        }
+        self.inner.executor.cancel(&task).await;
         let _ = tokio::time::timeout(
             CANCEL_WAIT,
             snapshot.wait_for(|t| t.status.state.is_terminal()),

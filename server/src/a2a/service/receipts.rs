@@ -60,7 +60,7 @@ impl TaskService {
         let service = self.clone();
         let id = task.id.clone();
         let follow = self
-            .launch(&task, push, move |_, _| async move {
+            .launch(&task, push, watch::channel(false).0, move |_| async move {
                 service.inner.live.lock().unwrap().remove(&id);
             })
             .await?;

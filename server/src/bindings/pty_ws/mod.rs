@@ -43,7 +43,6 @@ use crate::sessions::{
 };
 
 /// Largest client frame accepted.
-
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Deserialize)]
