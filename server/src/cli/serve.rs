@@ -1,6 +1,7 @@
 //! `ptyhost serve`: the agent on HTTP, WebSocket and the web UI.
 
 use std::io::Write;
+use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
@@ -17,14 +18,7 @@ use crate::{limits, tls};
 /// closes (its `Closed` frame persisted), every connection says goodbye, the store flushes.
 pub async fn run(args: ServeArgs) -> Result<()> {
     super::init_tracing("info,sqlx=warn");
-    let (heartbeat_interval, heartbeat_timeout) = args.heartbeat()?;
-    let limit_settings = args.limits()?;
-    let Core {
-        store,
-        audit,
-        sessions,
-        tasks,
-    } = Core::start(
+    let core = Core::start(
         &args.store,
         args.settings()?,
         &args.session,
@@ -32,13 +26,16 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         args.push_allow_loopback,
     )
     .await?;
+    let Core {
+        store, sessions, ..
+    } = &core;
     if let Some(token) = &args.bootstrap_token {
-        auth::ensure_bootstrap(&store, token).await?;
+        auth::ensure_bootstrap(store, token).await?;
     }
     let first_start = if args.bootstrap_token.is_none() && store.count_tokens().await? == 0 {
         Some(
             auth::issue(
-                &store,
+                store,
                 TokenRequest {
                     scope: Scope::Admin,
                     session_id: None,
@@ -58,47 +55,23 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,
     };
-    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let public_url = args
-        .public_url
-        .clone()
-        .unwrap_or_else(|| format!("{scheme}://{addr}"))
-        .trim_end_matches('/')
-        .to_owned();
+    let shutdown = CancellationToken::new();
+    let state = state(&args, &core, addr, tls.is_some(), shutdown.clone())?;
     {
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {scheme}://{addr}")?;
         if let Some(t) = &first_start {
-            writeln!(out, "open {public_url}/#token={}", t.secret)?;
+            writeln!(out, "open {}/#token={}", state.public_url, t.secret)?;
         }
         out.flush()?;
     }
     tracing::info!(%addr, instance_id = %args.instance_id, "serving");
 
-    let shutdown = CancellationToken::new();
-    let plain_off_loopback = tls.is_none() && !addr.ip().is_loopback();
-    let state = AppState::new(AppInner {
-        sessions: sessions.clone(),
-        tasks,
-        store: store.clone(),
-        instance_id: args.instance_id.clone(),
-        refuse_plain_ws: plain_off_loopback && !args.allow_insecure_ws,
-        plain_off_loopback,
-        allowed_origins: std::iter::once(format!("{scheme}://{addr}"))
-            .chain(args.allowed_origins.iter().cloned())
-            .collect(),
-        public_url,
-        heartbeat_interval,
-        heartbeat_timeout,
-        limits: limits::Limits::new(limit_settings),
-        audit,
-        shutdown: shutdown.clone(),
-        connections: TaskTracker::new(),
-    });
     let assets = http::assets::Assets::new(args.site_root());
     let app = http::router(state.clone(), assets, addr);
     let stopping = {
@@ -141,6 +114,63 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What every request shares, for a server listening on `addr` (over HTTPS if `tls`).
+fn state(
+    args: &ServeArgs,
+    core: &Core,
+    addr: SocketAddr,
+    tls: bool,
+    shutdown: CancellationToken,
+) -> Result<AppState> {
+    let (heartbeat_interval, heartbeat_timeout) = args.heartbeat()?;
+    let scheme = if tls { "https" } else { "http" };
+    let plain_off_loopback = !tls && !addr.ip().is_loopback();
+    Ok(AppState::new(AppInner {
+        sessions: core.sessions.clone(),
+        tasks: core.tasks.clone(),
+        store: core.store.clone(),
+        instance_id: args.instance_id.clone(),
+        refuse_plain_ws: plain_off_loopback && !args.allow_insecure_ws,
+        plain_off_loopback,
+        allowed_origins: std::iter::once(format!("{scheme}://{addr}"))
+            .chain(args.allowed_origins.iter().cloned())
+            .collect(),
+        public_url: (args.public_url.clone())
+            .unwrap_or_else(|| format!("{scheme}://{addr}"))
+            .trim_end_matches('/')
+            .to_owned(),
+        heartbeat_interval,
+        heartbeat_timeout,
+        limits: limits::Limits::new(args.limits()?),
+        audit: core.audit.clone(),
+        shutdown,
+        connections: TaskTracker::new(),
+    }))
+}
+
+/// A server's state without its listener, for unit tests of what handles requests:
+/// `ptyhost serve` with `flags` on a store in `data_dir`.
+#[cfg(test)]
+pub(crate) async fn test_state(data_dir: &std::path::Path, flags: &[&str]) -> AppState {
+    use clap::Parser as _;
+    let argv = ["ptyhost", "serve", "--data-dir", data_dir.to_str().unwrap()];
+    let cli = crate::config::Cli::try_parse_from(argv.iter().chain(flags)).unwrap();
+    let Some(crate::config::Command::Serve(args)) = cli.command else {
+        unreachable!("the command is serve")
+    };
+    let core = Core::start(
+        &args.store,
+        args.settings().unwrap(),
+        &args.session,
+        &args.instance_id,
+        args.push_allow_loopback,
+    )
+    .await
+    .unwrap();
+    let addr = "127.0.0.1:0".parse().unwrap();
+    state(&args, &core, addr, false, CancellationToken::new()).unwrap()
 }
 
 async fn stop_signal() {

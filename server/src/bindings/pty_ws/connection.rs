@@ -3,11 +3,18 @@
 
 mod join;
 mod tasks;
+#[cfg(test)]
+mod tests;
+
+use std::pin::Pin;
 
 use super::*;
 use tasks::TaskContext;
 
-type Sink = SplitSink<WebSocket, Message>;
+/// Where frames to the client go, and where its frames come from: a WebSocket's halves,
+/// or channels in the unit tests.
+type Sink = Pin<Box<dyn futures_util::Sink<Message, Error = axum::Error> + Send>>;
+type Stream = Pin<Box<dyn futures_util::Stream<Item = Result<Message, axum::Error>> + Send>>;
 
 /// Whether the connection goes on after a frame.
 enum Next {
@@ -109,10 +116,15 @@ impl Connection {
         }
     }
 
-    pub(super) async fn run(mut self, socket: WebSocket) {
+    pub(super) async fn run(self, socket: WebSocket) {
+        let (sink, stream) = socket.split();
+        self.over(Box::pin(sink), Box::pin(stream)).await
+    }
+
+    /// The connection over any sink and stream of WebSocket messages.
+    async fn over(mut self, mut sink: Sink, stream: Stream) {
         let span = self.span.clone();
         async move {
-            let (mut sink, stream) = socket.split();
             tracing::info!("attached");
             if self.send(&mut sink, self.hello().await).await.is_ok() {
                 self.serve(&mut sink, stream).await;
@@ -169,7 +181,7 @@ impl Connection {
         )
     }
 
-    async fn serve(&mut self, sink: &mut Sink, mut stream: SplitStream<WebSocket>) {
+    async fn serve(&mut self, sink: &mut Sink, mut stream: Stream) {
         let (interval, timeout) = (self.state.heartbeat_interval, self.state.heartbeat_timeout);
         let mut heartbeat = tokio::time::interval_at(Instant::now() + interval, interval);
         let mut last_pong = Instant::now();

@@ -1,0 +1,135 @@
+//! The connection loop over channels instead of a socket: what a client sees for what it
+//! sends, without HTTP or a network.
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use super::*;
+use crate::sessions::SpecRequest;
+
+/// A client at the other end of a `Connection`: what it sends, what it receives.
+struct Peer {
+    to_server: UnboundedSender<Result<Message, axum::Error>>,
+    from_server: UnboundedReceiver<Message>,
+    _dir: tempfile::TempDir,
+}
+
+impl Peer {
+    /// A connection with a token of `scope` on a new session running `cat`.
+    async fn connect(scope: Scope) -> Peer {
+        let dir = tempfile::tempdir().unwrap();
+        let state = crate::cli::serve::test_state(dir.path(), &[]).await;
+        let spec = SpecRequest {
+            argv: Some(vec!["cat".into()]),
+            ..SpecRequest::default()
+        };
+        let spec = spec.into_spec(state.sessions.settings()).unwrap();
+        let sid = state.sessions.create(spec).await.unwrap().id;
+        let principal = Principal {
+            token_id: "test-token".into(),
+            scope,
+            session_id: None,
+            label: None,
+            share_link: false,
+        };
+        let slot = state.limits.session_slot(&sid).unwrap();
+        let connection = Connection::new(state, principal, sid, false, slot);
+        let (to_server, from_client) = unbounded_channel();
+        let (to_client, from_server) = unbounded_channel();
+        let sink = futures_util::sink::unfold(to_client, |tx, m: Message| async move {
+            tx.send(m).map_err(axum::Error::new)?;
+            Ok::<_, axum::Error>(tx)
+        });
+        let stream = futures_util::stream::unfold(from_client, |mut rx| async move {
+            rx.recv().await.map(|m| (m, rx))
+        });
+        tokio::spawn(connection.over(Box::pin(sink), Box::pin(stream)));
+        Peer {
+            to_server,
+            from_server,
+            _dir: dir,
+        }
+    }
+
+    fn send(&self, op: &str, payload: Value) {
+        let env = Envelope::new(op, format!("c-{op}"), clock::now_rfc3339(), payload);
+        self.send_raw(env.to_text());
+    }
+
+    fn send_raw(&self, text: String) {
+        self.to_server.send(Ok(Message::Text(text.into()))).unwrap();
+    }
+
+    /// The next text frame as an envelope; a close frame's code as `Err`.
+    async fn next(&mut self) -> Result<Envelope, Option<u16>> {
+        loop {
+            let wait = Duration::from_secs(10);
+            match tokio::time::timeout(wait, self.from_server.recv()).await {
+                Ok(Some(Message::Text(t))) => return Ok(serde_json::from_str(&t).unwrap()),
+                Ok(Some(Message::Close(c))) => return Err(c.map(|c| c.code)),
+                Ok(Some(_)) => continue,
+                Ok(None) => return Err(None),
+                Err(_) => panic!("no frame within {wait:?}"),
+            }
+        }
+    }
+
+    /// The next frame that is not a session frame (output, keyframes, membership).
+    async fn next_reply(&mut self) -> Result<Envelope, Option<u16>> {
+        loop {
+            match self.next().await {
+                Ok(e) if e.op == wire::OP_SESSION_FRAME => continue,
+                other => return other,
+            }
+        }
+    }
+}
+
+fn error_code(env: &Envelope) -> &str {
+    assert_eq!(env.op, "Error", "{env:?}");
+    env.payload["code"].as_str().unwrap()
+}
+
+#[tokio::test]
+async fn the_first_frame_is_binding_hello_naming_the_session() {
+    let mut peer = Peer::connect(Scope::Observe).await;
+    let hello = peer.next().await.unwrap();
+    assert_eq!(hello.op, "binding_hello");
+    assert_eq!(hello.payload["binding_uri"], wire::BINDING_URI);
+    assert!(hello.payload["session"]["session_id"].is_string());
+}
+
+#[tokio::test]
+async fn a_frame_that_is_not_json_is_refused_and_the_connection_goes_on() {
+    let mut peer = Peer::connect(Scope::Observe).await;
+    peer.next().await.unwrap();
+    peer.send_raw("{not json".into());
+    assert_eq!(error_code(&peer.next().await.unwrap()), "INVALID_REQUEST");
+    peer.send("ping", json!({ "client_ts": "t" }));
+    let pong = peer.next().await.unwrap();
+    assert_eq!((pong.op.as_str(), pong.id.as_str()), ("pong", "c-ping"));
+}
+
+#[tokio::test]
+async fn an_oversized_frame_gets_an_error_then_close_1009() {
+    let mut peer = Peer::connect(Scope::Observe).await;
+    peer.next().await.unwrap();
+    peer.send_raw("x".repeat(MAX_FRAME_BYTES + 1));
+    assert_eq!(error_code(&peer.next().await.unwrap()), "INVALID_REQUEST");
+    assert_eq!(peer.next().await.unwrap_err(), Some(1009));
+}
+
+#[tokio::test]
+async fn an_observer_token_s_input_is_refused_even_after_joining() {
+    let mut peer = Peer::connect(Scope::Observe).await;
+    peer.next().await.unwrap();
+    peer.send(wire::OP_JOIN, json!({ "role": "observer" }));
+    peer.send("pty.session_input", json!({ "data": "aGk=" }));
+    let refusal = loop {
+        let env = peer.next_reply().await.unwrap();
+        if env.op == "Error" {
+            break env;
+        }
+    };
+    assert_eq!(error_code(&refusal), "PERMISSION_DENIED");
+    assert_eq!(refusal.id, "c-pty.session_input");
+}
