@@ -26,6 +26,9 @@ pub enum Event {
     /// A share link's token authenticated a request or connection.
     ShareLinkUsed,
     ShareLinkRevoked,
+    /// An open connection or stream was cut because its token was revoked or expired
+    /// (detail: what was cut, why).
+    ConnectionCut,
 }
 
 impl Event {
@@ -38,6 +41,7 @@ impl Event {
             Event::ShareLinkCreated => "share_link_created",
             Event::ShareLinkUsed => "share_link_used",
             Event::ShareLinkRevoked => "share_link_revoked",
+            Event::ConnectionCut => "connection_cut",
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod framing;
 pub mod http;
 pub mod limits;
 pub mod plumbing;
+pub mod revocation;
 
 pub mod sessions;
 pub mod store;

@@ -40,6 +40,8 @@ pub struct AppInner {
     pub heartbeat_timeout: Duration,
     pub limits: crate::limits::Limits,
     pub audit: crate::audit::Audit,
+    /// The tokens of open connections, which are cut when their token stops being valid.
+    pub revocations: crate::revocation::Revocations,
     /// Cancelled when the server stops: connections say goodbye and close.
     pub shutdown: CancellationToken,
     /// Every WebSocket connection, so that shutdown can wait for their goodbyes.

@@ -128,10 +128,18 @@ async fn handle(
         .await
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
     let params = request.get("params").cloned().unwrap_or(json!({}));
-    if legacy {
-        return v03_method(state, &who, method, params, extensions).await;
-    }
-    call(&state.tasks, &who, method, params, extensions).await
+    let reply = if legacy {
+        v03_method(state, &who, method, params, extensions).await?
+    } else {
+        call(&state.tasks, &who, method, params, extensions).await?
+    };
+    Ok(match reply {
+        Reply::Stream(stream, version) => {
+            let lease = state.revocations.lease(&who, "sse", None);
+            Reply::Stream(Box::new(stream.cut_by(lease)), version)
+        }
+        value => value,
+    })
 }
 
 /// An A2A 1.0 method on the task service: the JSON-RPC binding's and the STDIO binding's.

@@ -422,10 +422,10 @@ async fn stream_message(
 ) -> Response {
     let started = async {
         let (who, req) = sender(&state, media, &headers, uri.query(), &body).await?;
-        state
-            .tasks
+        let stream = (state.tasks)
             .send_stream(&who, req, media.via(&activation))
-            .await
+            .await?;
+        Ok(stream.cut_by(state.revocations.lease(&who, "sse", None)))
     }
     .await;
     streamed(media, started)
@@ -441,7 +441,8 @@ async fn subscribe(
 ) -> Response {
     let started = async {
         let who = principal(state, headers, query).await?;
-        state.tasks.subscribe(&who, id).await
+        let stream = state.tasks.subscribe(&who, id).await?;
+        Ok(stream.cut_by(state.revocations.lease(&who, "sse", None)))
     }
     .await;
     streamed(media, started)

@@ -12,6 +12,7 @@ use crate::auth::{self, Scope, TokenRequest};
 use crate::config::ServeArgs;
 use crate::http;
 use crate::plumbing::{AppInner, AppState};
+use crate::revocation::Revocations;
 use crate::{limits, tls};
 
 /// `ptyhost serve`: runs until SIGTERM or SIGINT, then shuts down in order: every session
@@ -145,6 +146,7 @@ fn state(
         heartbeat_timeout,
         limits: limits::Limits::new(args.limits()?),
         audit: core.audit.clone(),
+        revocations: Revocations::start(core.store.clone(), core.audit.clone()),
         shutdown,
         connections: TaskTracker::new(),
     }))

@@ -170,6 +170,17 @@ impl Store {
         Ok(rows.iter().map(token_row).collect())
     }
 
+    /// The tokens of these ids that still exist.
+    pub async fn tokens_by_id(&self, ids: &[String]) -> Result<Vec<TokenRow>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE id IN (SELECT value FROM json_each(?))"
+        )))
+        .bind(serde_json::to_string(ids)?)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(token_row).collect())
+    }
+
     /// Revokes a token (only a share link of `session` when given); false when none matched.
     pub async fn revoke_token(&self, id: &str, session: Option<&str>, now: i64) -> Result<bool> {
         let done = sqlx::query(

@@ -2,6 +2,7 @@
 //! what a subscriber or the sender follows of it.
 
 use super::*;
+use crate::revocation::Lease;
 
 /// Events a stream subscriber may fall behind by before its stream ends with an error.
 pub(super) const STREAM_BUFFER: usize = 1024;
@@ -73,35 +74,66 @@ impl Follow {
 pub struct TaskStream {
     pub first: Task,
     pub events: broadcast::Receiver<StreamResponse>,
+    /// The token the stream was opened with: when it is revoked, the stream ends.
+    pub lease: Option<Lease>,
 }
 
 impl TaskStream {
+    /// The stream, ended with UNAUTHENTICATED when `lease`'s token stops being valid.
+    pub fn cut_by(mut self, lease: Lease) -> TaskStream {
+        self.lease = Some(lease);
+        self
+    }
+
     /// The stream as A2A sends it: the Task, then status and artifact updates, ending after
-    /// the first terminal or interrupted state. A subscriber that fell behind gets an error.
+    /// the first terminal or interrupted state. A subscriber that fell behind gets an error,
+    /// and so does one whose token was revoked.
     pub fn into_events(
         self,
     ) -> impl futures_util::Stream<Item = Result<StreamResponse, A2aError>> + Send {
         let ends = |state: TaskState| state.is_terminal() || state.is_interrupted();
-        let start = (Some(self.first), self.events, false);
-        futures_util::stream::unfold(start, move |(first, mut events, done)| async move {
-            if done {
-                return None;
-            }
-            if let Some(task) = first {
-                let over = ends(task.status.state);
-                return Some((Ok(StreamResponse::Task(task)), (None, events, over)));
-            }
-            match events.recv().await {
-                Ok(event) => {
-                    let over =
-                        matches!(&event, StreamResponse::StatusUpdate(u) if ends(u.status.state));
-                    Some((Ok(event), (None, events, over)))
+        let start = (Some(self.first), self.events, self.lease, false);
+        futures_util::stream::unfold(
+            start,
+            move |(first, mut events, mut lease, done)| async move {
+                if done {
+                    return None;
                 }
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    Some((Err(A2aError::StreamLagged(missed)), (None, events, true)))
+                if let Some(task) = first {
+                    let over = ends(task.status.state);
+                    return Some((Ok(StreamResponse::Task(task)), (None, events, lease, over)));
                 }
-                Err(broadcast::error::RecvError::Closed) => None,
-            }
-        })
+                let next = {
+                    let cut = async {
+                        match lease.as_mut() {
+                            Some(lease) => lease.cut().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        next = events.recv() => Ok(next),
+                        cut = cut => Err(cut),
+                    }
+                };
+                let next = match next {
+                    Ok(next) => next,
+                    Err(cut) => {
+                        let refusal = A2aError::Unauthenticated(cut.message().into());
+                        return Some((Err(refusal), (None, events, lease, true)));
+                    }
+                };
+                match next {
+                    Ok(event) => {
+                        let over = matches!(&event, StreamResponse::StatusUpdate(u) if ends(u.status.state));
+                        Some((Ok(event), (None, events, lease, over)))
+                    }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => Some((
+                        Err(A2aError::StreamLagged(missed)),
+                        (None, events, lease, true),
+                    )),
+                    Err(broadcast::error::RecvError::Closed) => None,
+                }
+            },
+        )
     }
 }

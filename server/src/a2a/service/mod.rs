@@ -169,7 +169,11 @@ impl TaskService {
         via: Via<'_>,
     ) -> Result<TaskStream, A2aError> {
         match self.start(who, req, true, via).await? {
-            Started::Feed(Follow { first, events, .. }) => Ok(TaskStream { first, events }),
+            Started::Feed(Follow { first, events, .. }) => Ok(TaskStream {
+                first,
+                events,
+                lease: None,
+            }),
             Started::Message(_) => Err(A2aError::Internal),
         }
     }
@@ -180,7 +184,11 @@ impl TaskService {
         match self.feed(id) {
             Some(feed) if !task.status.state.is_terminal() => {
                 let (first, events) = feed.subscribe();
-                Ok(TaskStream { first, events })
+                Ok(TaskStream {
+                    first,
+                    events,
+                    lease: None,
+                })
             }
             _ => Err(A2aError::UnsupportedOperation(format!(
                 "task {id} is {}: there is nothing left to subscribe to",

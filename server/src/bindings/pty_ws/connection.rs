@@ -9,6 +9,7 @@ mod tests;
 use std::pin::Pin;
 
 use super::*;
+use crate::revocation::Lease;
 use tasks::TaskContext;
 
 /// Where frames to the client go, and where its frames come from: a WebSocket's halves,
@@ -69,6 +70,8 @@ pub(super) struct Connection {
     /// `pty-ws.v1.binary`: output as `PW1O`, input also as `PW1I`.
     binary: bool,
     _slot: SessionSlot,
+    /// Cut when the token that authenticated the connection is revoked or expires.
+    lease: Lease,
     /// Frames refused by the rate limit since the last second without a refusal.
     throttled: u32,
     last_throttled: Option<Instant>,
@@ -98,6 +101,7 @@ impl Connection {
             trace_id = tracing::field::Empty,
         );
         let (task_frames, task_frames_rx) = mpsc::channel(TASK_FRAME_QUEUE);
+        let lease = (state.revocations).lease(&principal, "pty-ws", Some(&session_id));
         Connection {
             state,
             principal,
@@ -107,6 +111,7 @@ impl Connection {
             member: None,
             binary,
             _slot: slot,
+            lease,
             throttled: 0,
             last_throttled: None,
             span,
@@ -230,6 +235,11 @@ impl Connection {
                     if self.send_message(sink, Message::Ping(Bytes::new())).await.is_err() {
                         return;
                     }
+                }
+                cut = self.lease.cut() => {
+                    tracing::info!(reason = cut.message(), "cutting the connection");
+                    self.fatal(sink, ErrorCode::Unauthenticated, cut.message(), 4401).await;
+                    return;
                 }
                 _ = shutdown.cancelled() => {
                     self.goodbye(sink, "server_shutdown").await;
