@@ -18,6 +18,7 @@ pub mod executor;
 pub mod extensions;
 pub mod framing;
 pub mod http;
+pub mod json;
 pub mod limits;
 pub mod plumbing;
 pub mod revocation;

@@ -191,6 +191,62 @@ async fn jsonrpc_errors_carry_their_codes_and_error_info() {
     }
 }
 
+#[tokio::test]
+async fn jsonrpc_refuses_notifications_object_ids_and_duplicate_keys_and_runs_nothing() {
+    let s = TestServer::start(&[]).await;
+    let marker = s.dir.join("ran");
+    let command = format!("touch {}", marker.display());
+    let send = |id: Option<Value>| {
+        let mut request = json!({ "jsonrpc": "2.0", "method": "SendMessage",
+            "params": message(&command) });
+        if let Some(id) = id {
+            request["id"] = id;
+        }
+        request.to_string()
+    };
+
+    // A request without an id is a notification: no answer, and nothing runs.
+    let resp = s
+        .http
+        .post(s.url("/jsonrpc"))
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "application/json")
+        .body(send(None))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 204);
+    assert_eq!(resp.text().await.unwrap(), "");
+
+    for id in [json!({ "n": 1 }), json!([1]), json!(true)] {
+        let (status, v) = rpc_at(&s, "/jsonrpc", ADMIN, Some("1.0"), send(Some(id))).await;
+        assert_eq!(status, 200);
+        assert_rpc_error(&v, -32600, Some("INVALID_REQUEST"));
+        assert_eq!(v["id"], Value::Null);
+    }
+
+    // The method that a filter keeping the first key would have seen is not the one run.
+    let duplicated = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"GetTask","method":"SendMessage","params":{}}}"#,
+        message(&command)
+    );
+    let (_, v) = rpc_at(&s, "/jsonrpc", ADMIN, Some("1.0"), duplicated).await;
+    assert_rpc_error(&v, -32600, Some("INVALID_REQUEST"));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate key"),
+        "{v}"
+    );
+
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!marker.exists(), "a refused request ran its command");
+    let listed = rpc(&s, "ListTasks", json!({})).await;
+    assert_eq!(listed["result"]["totalSize"], 0, "{listed}");
+}
+
 /// A headerless (0.3) JSON-RPC call.
 async fn rpc03(s: &TestServer, method: &str, params: Value) -> Value {
     let body =

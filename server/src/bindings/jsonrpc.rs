@@ -27,11 +27,24 @@ pub async fn endpoint(
     uri: axum::http::Uri,
     body: Bytes,
 ) -> Response {
-    let request: Value = match serde_json::from_slice(&body) {
+    let request = match crate::json::parse_unique(&body) {
         Ok(v) => v,
+        Err(e) if e.is_data() => {
+            let e = A2aError::InvalidRequest(format!("the request is ambiguous: {e}"));
+            return reply(StatusCode::OK, &error_object(&Value::Null, &e));
+        }
         Err(e) => return reply(StatusCode::OK, &parse_error(&e.to_string())),
     };
-    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let id = match request.get("id") {
+        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id.clone(),
+        // A notification: JSON-RPC answers none, and no A2A method is one.
+        None if request.is_object() => return StatusCode::NO_CONTENT.into_response(),
+        Some(_) => {
+            let e = A2aError::InvalidRequest("id must be a string, a number or null".into());
+            return reply(StatusCode::OK, &error_object(&Value::Null, &e));
+        }
+        None => Value::Null,
+    };
     let activation = match super::activate(&state.tasks, &headers) {
         Ok(a) => a,
         Err(e) => return reply(StatusCode::OK, &error_object(&id, &e)),

@@ -287,8 +287,13 @@ async fn session<R: AsyncRead + Unpin>(
             Ok(b) => b,
             Err(code) => break code,
         };
-        let msg: Value = match serde_json::from_slice(&body) {
+        let msg: Value = match crate::json::parse_unique(&body) {
             Ok(v) => v,
+            Err(e) if e.is_data() => {
+                let e = A2aError::InvalidRequest(format!("the request is ambiguous: {e}"));
+                out.error(&Value::Null, &e);
+                continue;
+            }
             Err(e) => {
                 out.raw_error(&Value::Null, -32700, &format!("parse error: {e}"));
                 break exit::PROTOCOL;
