@@ -119,6 +119,11 @@ impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
     }
+    /// A body over `limit`, as a response (the body limit's refusal).
+    pub fn too_large(limit: usize) -> Response {
+        let m = format!("the request body is over its limit of {limit} bytes");
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", m).into_response()
+    }
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
     }

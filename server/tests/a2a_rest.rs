@@ -826,3 +826,41 @@ async fn activated_extensions_are_echoed_in_the_header_they_came_in() {
         "nothing activated, nothing echoed"
     );
 }
+
+#[tokio::test]
+async fn bodies_over_the_limit_get_413_in_each_bindings_words_not_a_reset() {
+    let s = TestServer::start(&[]).await;
+    let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(3 * 1024 * 1024));
+    let post = |path: &str| {
+        s.http
+            .post(format!("http://{}{path}", s.addr))
+            .bearer_auth(ADMIN)
+            .header("A2A-Version", "1.0")
+            .header("Content-Type", "application/json")
+            .body(big.clone())
+            .send()
+    };
+    let rest = post("/message:send").await.expect("an answer, not a reset");
+    assert_eq!(rest.status().as_u16(), 413);
+    let body: Value = rest.json().await.unwrap();
+    assert_eq!(body["error"]["code"], 413, "{body}");
+    assert_eq!(body["error"]["details"][0]["reason"], "INVALID_REQUEST");
+
+    let rpc = post("/jsonrpc").await.expect("an answer, not a reset");
+    assert_eq!(rpc.status().as_u16(), 413);
+    let body: Value = rpc.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+
+    let control = post("/sessions").await.expect("an answer, not a reset");
+    assert_eq!(control.status().as_u16(), 413);
+    let body: Value = control.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "payload_too_large", "{body}");
+
+    let a202 = post("/a202/objects").await.expect("an answer, not a reset");
+    assert_eq!(a202.status().as_u16(), 413);
+    let body: Value = a202.json().await.unwrap();
+    assert!(body.to_string().contains("limit"), "{body}");
+
+    // The connection is still good for the next request.
+    assert_eq!(s.get("/sessions", ADMIN).await.0, 200);
+}

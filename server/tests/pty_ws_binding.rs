@@ -1045,6 +1045,91 @@ async fn an_oversized_frame_is_an_invalid_request_and_closes_1009() {
 }
 
 #[tokio::test]
+async fn a_4_mib_frame_is_refused_with_1009_not_dropped() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    c.send_raw(&"x".repeat(4 * 1024 * 1024)).await;
+    let (code, frames) = c.until_close().await;
+    assert_eq!(code, Some(1009));
+    assert_eq!(frames.last().unwrap()["payload"]["code"], "INVALID_REQUEST");
+}
+
+#[tokio::test]
+async fn a_text_frame_that_is_not_utf8_closes_1007() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    let frame = Frame::message(vec![b'{', 0xff, 0xfe, b'}'], OpCode::Data(Data::Text), true);
+    c.ws.send(tokio_tungstenite::tungstenite::Message::Frame(frame))
+        .await
+        .unwrap();
+    let (code, frames) = c.until_close().await;
+    assert_eq!(code, Some(1007));
+    assert_eq!(frames.last().unwrap()["payload"]["code"], "INVALID_REQUEST");
+}
+
+#[tokio::test]
+async fn a_client_close_is_answered_with_a_close() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let mut c = s.attach(&sid, ADMIN).await;
+    c.join("observer").await;
+    let bye = CloseFrame {
+        code: 1000.into(),
+        reason: "done".into(),
+    };
+    c.ws.send(Message::Close(Some(bye))).await.unwrap();
+    let reply = tokio::time::timeout(WAIT, async {
+        loop {
+            match c.ws.next().await {
+                Some(Ok(Message::Close(frame))) => return Ok(frame.map(|f| u16::from(f.code))),
+                Some(Ok(_)) => continue,
+                other => return Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await
+    .expect("the server answers");
+    assert_eq!(reply, Ok(Some(1000)));
+    assert!(c.ws.next().await.is_none(), "then the socket ends cleanly");
+}
+
+#[tokio::test]
+async fn a_flood_that_never_stops_still_reads_its_4429() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let s = TestServer::start(&["--rate-limit-frames", "20"]).await;
+    let sid = cat_session(&s).await;
+    let c = s.attach(&sid, ADMIN).await;
+    let (mut tx, mut rx) = c.ws.split();
+    let ping = json!({ "op": "ping", "id": "p", "ts": "2026-11-29T00:00:00Z", "payload": { "client_ts": "t" } }).to_string();
+    let flood =
+        tokio::spawn(
+            async move { while tx.send(Message::Text(ping.clone().into())).await.is_ok() {} },
+        );
+    let code = tokio::time::timeout(WAIT, async {
+        loop {
+            match rx.next().await {
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => continue,
+                _ => return None,
+            }
+        }
+    })
+    .await
+    .expect("the server closes");
+    flood.abort();
+    assert_eq!(code, Some(4429));
+}
+
+#[tokio::test]
 async fn a_session_takes_a_bounded_number_of_connections() {
     let s = TestServer::start(&["--max-connections-per-session", "2"]).await;
     let sid = cat_session(&s).await;

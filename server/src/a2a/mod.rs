@@ -71,6 +71,9 @@ pub enum A2aError {
     /// The request is not valid JSON or not the expected shape.
     #[error("{0}")]
     InvalidRequest(String),
+    /// The request's body is over the binding's limit (in bytes).
+    #[error("the request body is over its limit of {0} bytes")]
+    RequestTooLarge(usize),
     /// The request is well-formed but a parameter is not acceptable.
     #[error("{0}")]
     InvalidParams(String),
@@ -100,7 +103,7 @@ impl A2aError {
             A2aError::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             A2aError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
             A2aError::ExtensionSupportRequired(_) => "EXTENSION_SUPPORT_REQUIRED",
-            A2aError::InvalidRequest(_) => "INVALID_REQUEST",
+            A2aError::InvalidRequest(_) | A2aError::RequestTooLarge(_) => "INVALID_REQUEST",
             A2aError::InvalidParams(_) | A2aError::Commerce(_) => "INVALID_PARAMS",
             A2aError::MethodNotFound(_) => "METHOD_NOT_FOUND",
             A2aError::Unauthenticated(_) => "UNAUTHENTICATED",
@@ -123,6 +126,7 @@ impl A2aError {
             | A2aError::InvalidRequest(_)
             | A2aError::InvalidParams(_)
             | A2aError::Commerce(_) => (400, "INVALID_ARGUMENT"),
+            A2aError::RequestTooLarge(_) => (413, "INVALID_ARGUMENT"),
             A2aError::MethodNotFound(_) => (404, "UNIMPLEMENTED"),
             A2aError::Unauthenticated(_) => (401, "UNAUTHENTICATED"),
             A2aError::PermissionDenied(_) => (403, "PERMISSION_DENIED"),
@@ -140,7 +144,7 @@ impl A2aError {
             A2aError::ContentTypeNotSupported(_) => -32005,
             A2aError::ExtensionSupportRequired(_) => -32008,
             A2aError::VersionNotSupported(_) => -32009,
-            A2aError::InvalidRequest(_) => -32600,
+            A2aError::InvalidRequest(_) | A2aError::RequestTooLarge(_) => -32600,
             A2aError::MethodNotFound(_) => -32601,
             A2aError::InvalidParams(_) | A2aError::Commerce(_) => -32602,
             // Implementation-defined server errors: A2A assigns these no code.

@@ -40,6 +40,12 @@ fn refused(refusal: &Refusal) -> Response {
     (status, Json(refusal.body())).into_response()
 }
 
+/// An object over `limit`: 413 with an A202 refusal.
+pub fn too_large(limit: usize) -> Response {
+    let refusal = Refusal::Kernel(format!("the object is over its limit of {limit} bytes"));
+    (StatusCode::PAYLOAD_TOO_LARGE, Json(refusal.body())).into_response()
+}
+
 /// `POST /a202/objects`: the body is one object's canonical bytes.
 pub async fn submit(
     State(state): State<AppState>,

@@ -67,6 +67,15 @@ pub async fn endpoint(
     resp
 }
 
+/// A body over `limit`: 413 with a JSON-RPC error (-32600).
+pub fn too_large(limit: usize) -> Response {
+    let e = A2aError::RequestTooLarge(limit);
+    reply(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &error_object(&Value::Null, &e),
+    )
+}
+
 /// A method's answer: one result, or a stream of them in a protocol version's shapes.
 pub enum Reply {
     Value(Value),

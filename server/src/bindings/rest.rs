@@ -193,6 +193,16 @@ fn error_response(e: &A2aError, media: Media) -> Response {
     respond(media, status, &e.status_body())
 }
 
+/// A body over `limit`: 413 with a google.rpc.Status.
+pub fn too_large(limit: usize) -> Response {
+    let status = axum::http::StatusCode::PAYLOAD_TOO_LARGE;
+    (
+        status,
+        axum::Json(A2aError::RequestTooLarge(limit).status_body()),
+    )
+        .into_response()
+}
+
 /// The caller, or an A2A `Unauthenticated` error. Tokens in the query are refused.
 async fn principal(
     state: &AppState,

@@ -3,6 +3,7 @@
 //! only module that knows every binding.
 
 pub mod assets;
+mod body;
 mod sessions;
 
 use std::collections::HashMap;
@@ -29,7 +30,7 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
         .site_addr(addr)
         .build();
     let assets = Arc::new(assets);
-    let api = Router::new()
+    let control = Router::new()
         .route("/me", get(sessions::me))
         .route("/audit", get(sessions::audit_log))
         .route("/sessions", get(sessions::list).post(sessions::create))
@@ -43,9 +44,13 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
         )
         .route("/sessions/{sid}/share/{id}", delete(sessions::revoke_share))
         .route("/sessions/{sid}/attach", get(pty_ws::attach))
+        .layer(body::limit(body::MAX_BODY_BYTES, ApiError::too_large));
+    let rpc = Router::new()
         .route("/jsonrpc", axum::routing::post(jsonrpc::endpoint))
         .route("/jsonrpc/", axum::routing::post(jsonrpc::endpoint))
-        .merge(rest::routes(&state));
+        .layer(body::limit(body::MAX_BODY_BYTES, jsonrpc::too_large));
+    let rest = rest::routes(&state).layer(body::limit(body::MAX_BODY_BYTES, rest::too_large));
+    let api = control.merge(rpc).merge(rest);
     let instance = api
         .clone()
         .route("/.well-known/agent-card.json", get(card::superset))
@@ -88,7 +93,7 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
         .route(
             "/a202/objects",
             axum::routing::post(a202::submit)
-                .layer(axum::extract::DefaultBodyLimit::max(a202::MAX_OBJECT_BYTES)),
+                .layer(body::limit(a202::MAX_OBJECT_BYTES, a202::too_large)),
         )
         .route("/a202/transactions/{id}", get(a202::transaction))
         .nest("/agents/{instance_id}", instance)

@@ -127,13 +127,17 @@ impl Connection {
     }
 
     /// The connection over any sink and stream of WebSocket messages.
-    async fn over(mut self, mut sink: Sink, stream: Stream) {
+    async fn over(mut self, mut sink: Sink, mut stream: Stream) {
         let span = self.span.clone();
         async move {
             tracing::info!("attached");
             if self.send(&mut sink, self.hello().await).await.is_ok() {
-                self.serve(&mut sink, stream).await;
+                self.serve(&mut sink, &mut stream).await;
             }
+            // Roles, the session slot and task streams are let go before the socket's close
+            // handshake, which may wait for a slow client.
+            drop(self);
+            finish(&mut sink, &mut stream).await;
             tracing::info!("detached");
         }
         .instrument(span)
@@ -186,7 +190,7 @@ impl Connection {
         )
     }
 
-    async fn serve(&mut self, sink: &mut Sink, mut stream: Stream) {
+    async fn serve(&mut self, sink: &mut Sink, stream: &mut Stream) {
         let (interval, timeout) = (self.state.heartbeat_interval, self.state.heartbeat_timeout);
         let mut heartbeat = tokio::time::interval_at(Instant::now() + interval, interval);
         let mut last_pong = Instant::now();
@@ -279,6 +283,10 @@ impl Connection {
             Some(Ok(Message::Close(_))) | None => Next::Stop,
             Some(Err(e)) => {
                 tracing::info!(error = %e, "socket error");
+                if let Some((close_code, message)) = close_for(&e) {
+                    self.fatal(sink, ErrorCode::InvalidRequest, &message, close_code)
+                        .await;
+                }
                 Next::Stop
             }
         }
@@ -574,6 +582,36 @@ async fn next_outbound(member: &mut Option<Membership>) -> Option<Outbound> {
         None => std::future::pending().await,
     }
 }
+
+/// The close code and message for a socket error the client caused: 1007 for a text frame
+/// that is not UTF-8, 1009 for a frame too large to read, 1002 for a protocol violation;
+/// none when the socket itself failed.
+fn close_for(e: &axum::Error) -> Option<(u16, String)> {
+    use tokio_tungstenite::tungstenite::Error as Ws;
+    match std::error::Error::source(e)?.downcast_ref::<Ws>()? {
+        Ws::Utf8(_) => Some((1007, "text frames must be UTF-8".into())),
+        Ws::Capacity(_) => Some((
+            1009,
+            format!("frames are limited to {MAX_FRAME_BYTES} bytes"),
+        )),
+        Ws::Protocol(p) => Some((1002, format!("WebSocket protocol error: {p}"))),
+        _ => None,
+    }
+}
+
+/// Ends the socket cleanly whoever closed it: a Close the client sent is answered
+/// (closing flushes the reply), and what the client still sends is read until its Close
+/// (or `CLOSE_WAIT`), so that our close frame is not lost to a TCP reset.
+async fn finish(sink: &mut Sink, stream: &mut Stream) {
+    let _ = tokio::time::timeout(CLOSE_WAIT, async {
+        let _ = sink.close().await;
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
+}
+
+/// How long `finish` waits for the client's side of the close.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 async fn close(sink: &mut Sink, code: u16, reason: &str) -> Result<(), axum::Error> {
     sink.send(Message::Close(Some(CloseFrame {

@@ -44,6 +44,11 @@ use crate::sessions::{
 /// Largest client frame accepted.
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 
+/// Largest client frame read. One up to this size is read whole and refused with an Error
+/// frame and close 1009; a larger one is refused unread, and since its bytes are never
+/// read, the client may see the close as a reset.
+const READ_LIMIT_BYTES: usize = 16 * MAX_FRAME_BYTES;
+
 #[derive(Debug, Deserialize)]
 pub struct AttachPath {
     sid: String,
@@ -75,11 +80,9 @@ pub async fn attach(
                             .detail(json!({ "to": "attach" }));
                         state.audit.record(used);
                     }
-                    // Frames up to four times the limit are read and refused with 1009; beyond
-                    // that the socket layer drops the connection.
                     ws.protocols([subprotocol])
-                        .max_message_size(MAX_FRAME_BYTES * 4)
-                        .max_frame_size(MAX_FRAME_BYTES * 4)
+                        .max_message_size(READ_LIMIT_BYTES)
+                        .max_frame_size(READ_LIMIT_BYTES)
                         .on_upgrade(move |socket| {
                             let connection = Connection::new(state, principal, sid, binary, slot);
                             tracker.track_future(connection.run(socket))

@@ -200,9 +200,10 @@ fn a2a_error_frame(request_id: &str, e: &A2aError) -> String {
     let code = match e {
         A2aError::TaskNotFound(_) | A2aError::PushConfigNotFound { .. } => ErrorCode::TaskNotFound,
         A2aError::TaskNotCancelable(_) => ErrorCode::TaskNotCancelable,
-        A2aError::InvalidRequest(_) | A2aError::InvalidParams(_) | A2aError::Commerce(_) => {
-            ErrorCode::InvalidRequest
-        }
+        A2aError::InvalidRequest(_)
+        | A2aError::RequestTooLarge(_)
+        | A2aError::InvalidParams(_)
+        | A2aError::Commerce(_) => ErrorCode::InvalidRequest,
         A2aError::Unauthenticated(_) => ErrorCode::Unauthenticated,
         A2aError::PermissionDenied(_) => ErrorCode::PermissionDenied,
         A2aError::StreamLagged(_) | A2aError::Internal => ErrorCode::Internal,

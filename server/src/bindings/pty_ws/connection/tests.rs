@@ -3,6 +3,8 @@
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
+use tokio_tungstenite::tungstenite;
+
 use super::*;
 use crate::sessions::SpecRequest;
 
@@ -14,7 +16,7 @@ struct Peer {
 }
 
 impl Peer {
-    /// A connection with a token of `scope` on a new session running `cat`.
+    /// A connection with a new token of `scope` on a new session running `cat`.
     async fn connect(scope: Scope) -> Peer {
         let dir = tempfile::tempdir().unwrap();
         let state = crate::cli::serve::test_state(dir.path(), &[]).await;
@@ -24,13 +26,18 @@ impl Peer {
         };
         let spec = spec.into_spec(state.sessions.settings()).unwrap();
         let sid = state.sessions.create(spec).await.unwrap().id;
-        let principal = Principal {
-            token_id: "test-token".into(),
+        let request = auth::TokenRequest {
             scope,
             session_id: None,
             label: None,
-            share_link: false,
+            ttl: None,
+            kind: "cli",
+            secret: None,
         };
+        let token = auth::issue(&state.store, request).await.unwrap();
+        let principal = auth::authenticate(&state.store, Some(&token.secret))
+            .await
+            .unwrap();
         let slot = state.limits.session_slot(&sid).unwrap();
         let connection = Connection::new(state, principal, sid, false, slot);
         let (to_server, from_client) = unbounded_channel();
@@ -106,7 +113,16 @@ async fn a_frame_that_is_not_json_is_refused_and_the_connection_goes_on() {
     assert_eq!(error_code(&peer.next().await.unwrap()), "INVALID_REQUEST");
     peer.send("ping", json!({ "client_ts": "t" }));
     let pong = peer.next().await.unwrap();
-    assert_eq!((pong.op.as_str(), pong.id.as_str()), ("pong", "c-ping"));
+    assert_eq!(
+        (pong.op.as_str(), pong.id.as_str()),
+        ("pong", "c-ping"),
+        "{pong:?}"
+    );
+}
+
+/// What the socket reports when a client breaks the protocol, as axum passes it on.
+fn socket_error(e: tungstenite::Error) -> Result<Message, axum::Error> {
+    Err(axum::Error::new(e))
 }
 
 #[tokio::test]
@@ -116,6 +132,40 @@ async fn an_oversized_frame_gets_an_error_then_close_1009() {
     peer.send_raw("x".repeat(MAX_FRAME_BYTES + 1));
     assert_eq!(error_code(&peer.next().await.unwrap()), "INVALID_REQUEST");
     assert_eq!(peer.next().await.unwrap_err(), Some(1009));
+}
+
+#[tokio::test]
+async fn a_frame_too_large_to_read_gets_an_error_then_close_1009() {
+    let mut peer = Peer::connect(Scope::Observe).await;
+    peer.next().await.unwrap();
+    let too_long = tungstenite::error::CapacityError::MessageTooLong {
+        size: MAX_FRAME_BYTES + 1,
+        max_size: MAX_FRAME_BYTES,
+    };
+    peer.to_server
+        .send(socket_error(tungstenite::Error::Capacity(too_long)))
+        .unwrap();
+    assert_eq!(error_code(&peer.next().await.unwrap()), "INVALID_REQUEST");
+    assert_eq!(peer.next().await.unwrap_err(), Some(1009));
+}
+
+#[tokio::test]
+async fn a_text_frame_that_is_not_utf8_gets_close_1007() {
+    let mut peer = Peer::connect(Scope::Observe).await;
+    peer.next().await.unwrap();
+    let bad = tungstenite::Error::Utf8("invalid utf-8 sequence".into());
+    peer.to_server.send(socket_error(bad)).unwrap();
+    assert_eq!(error_code(&peer.next().await.unwrap()), "INVALID_REQUEST");
+    assert_eq!(peer.next().await.unwrap_err(), Some(1007));
+}
+
+#[tokio::test]
+async fn a_client_close_ends_the_connection_and_the_socket_is_closed() {
+    let mut peer = Peer::connect(Scope::Observe).await;
+    peer.next().await.unwrap();
+    peer.to_server.send(Ok(Message::Close(None))).unwrap();
+    // The sink is closed (which flushes the socket's reply to the Close); nothing follows.
+    assert_eq!(peer.next().await.unwrap_err(), None);
 }
 
 #[tokio::test]
