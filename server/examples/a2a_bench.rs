@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 const TOKEN: &str = "bench-admin-token";
 
@@ -128,32 +127,9 @@ async fn rate(target: &Arc<Target>, op: Op, secs: f64, concurrency: usize) -> an
     Ok(done.load(Ordering::Relaxed) as f64 / elapsed)
 }
 
-async fn listening(child: &mut tokio::process::Child, prefix: &str) -> anyhow::Result<String> {
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    while let Some(line) = lines.next_line().await? {
-        if let Some(addr) = line.strip_prefix(prefix) {
-            return Ok(addr.trim().to_owned());
-        }
-    }
-    anyhow::bail!("the server exited before listening")
-}
-
 async fn start_ptyhost(bin: &Path, dir: &Path) -> anyhow::Result<Target> {
-    let mut child = tokio::process::Command::new(bin)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--executor",
-            "conformance",
-        ])
-        .args(["--bootstrap-token", TOKEN, "--data-dir"])
-        .arg(dir.join("data"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let addr = listening(&mut child, "listening on http://").await?;
+    let flags = ["--executor", "conformance"];
+    let (child, addr) = common::start_server(bin, dir, TOKEN, &flags).await?;
     Ok(Target {
         name: "ptyhost",
         base: format!("http://{addr}"),

@@ -26,7 +26,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use common::rss_mib;
+use common::{rss_mib, start_server};
 
 const TOKEN: &str = "bench-admin-token";
 const ECHO_ROUNDS: usize = 500;
@@ -59,7 +59,13 @@ async fn main() -> anyhow::Result<()> {
     // Baseline: the same PTY reader, no server.
     let raw_echo = raw_pty_echo().await?;
 
-    let (mut child, addr) = start_server(&bin, dir.path()).await?;
+    let flags = [
+        "--max-observers",
+        "1000",
+        "--rate-limit-connections",
+        "1000",
+    ];
+    let (mut child, addr) = start_server(&bin, dir.path(), TOKEN, &flags).await?;
     let http = reqwest::Client::new();
     let create = |body: Value| {
         let http = http.clone();
@@ -335,38 +341,6 @@ async fn raw_pty_echo() -> anyhow::Result<(Duration, Duration)> {
         times.push(t.elapsed());
     }
     Ok(percentiles(&mut times))
-}
-
-async fn start_server(
-    bin: &std::path::Path,
-    dir: &std::path::Path,
-) -> anyhow::Result<(tokio::process::Child, String)> {
-    let mut child = tokio::process::Command::new(bin)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--bootstrap-token",
-            TOKEN,
-            "--max-observers",
-            "1000",
-            "--rate-limit-connections",
-            "1000",
-            "--data-dir",
-        ])
-        .arg(dir.join("data"))
-        .env("HOME", dir)
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    while let Some(line) = lines.next_line().await? {
-        if let Some(addr) = line.strip_prefix("listening on http://") {
-            return Ok((child, addr.to_owned()));
-        }
-    }
-    anyhow::bail!("ptyhost did not start")
 }
 
 /// SIGTERM: the server's orderly shutdown.

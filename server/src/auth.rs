@@ -147,6 +147,22 @@ pub async fn ensure_bootstrap(store: &Store, secret: &str) -> Result<()> {
     Ok(())
 }
 
+tokio::task_local! {
+    /// Set inside `noting_authentication` when a token authenticates.
+    static AUTHENTICATED: std::cell::Cell<bool>;
+}
+
+/// Runs `request`, and says whether a token authenticated during it.
+pub async fn noting_authentication<F: std::future::Future>(request: F) -> (F::Output, bool) {
+    let noted = async {
+        let output = request.await;
+        (output, AUTHENTICATED.with(std::cell::Cell::get))
+    };
+    AUTHENTICATED
+        .scope(std::cell::Cell::new(false), noted)
+        .await
+}
+
 pub async fn authenticate(store: &Store, token: Option<&str>) -> Result<Principal, AuthError> {
     let token = token.filter(|t| !t.is_empty()).ok_or(AuthError::Missing)?;
     let row = store
@@ -161,6 +177,7 @@ pub async fn authenticate(store: &Store, token: Option<&str>) -> Result<Principa
     if row.revoked_at.is_some() || row.expires_at.is_some_and(|e| e <= now) {
         return Err(AuthError::Invalid);
     }
+    let _ = AUTHENTICATED.try_with(|noted| noted.set(true));
     Ok(Principal {
         token_id: row.id,
         scope: row.scope.parse().map_err(|_| AuthError::Invalid)?,

@@ -113,6 +113,22 @@ pub struct ServeArgs {
         default_value_t = 128
     )]
     pub max_connections_per_session: usize,
+    /// Seconds a connection may take to send a complete request head once it is ready for
+    /// one: a new connection, or an idle keep-alive one (which is then closed).
+    #[arg(long, env = "PTYHOST_HEADER_READ_TIMEOUT", default_value_t = 10.0)]
+    pub header_read_timeout: f64,
+    /// TCP connections the server holds at once (0: its open-files limit, less 256 for
+    /// sessions and the database). One more is answered 503.
+    #[arg(long, env = "PTYHOST_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+    /// Connections one address may hold that have not authenticated a request yet. One
+    /// more is answered 429.
+    #[arg(
+        long,
+        env = "PTYHOST_MAX_UNAUTHENTICATED_PER_ADDRESS",
+        default_value_t = 64
+    )]
+    pub max_unauthenticated_per_address: usize,
     /// Serve the UI from this directory (e.g. `cargo leptos watch`'s target/site; also
     /// LEPTOS_SITE_ROOT) instead of the files embedded in the binary.
     #[arg(long, env = "PTYHOST_SITE_ROOT")]
@@ -156,6 +172,30 @@ impl ServeArgs {
             Duration::try_from_secs_f64(self.heartbeat_interval)?,
             Duration::try_from_secs_f64(self.heartbeat_timeout)?,
         ))
+    }
+
+    pub fn header_read_timeout(&self) -> anyhow::Result<Duration> {
+        let timeout = Duration::try_from_secs_f64(self.header_read_timeout)?;
+        anyhow::ensure!(!timeout.is_zero(), "--header-read-timeout must be above 0");
+        Ok(timeout)
+    }
+
+    /// The connection caps; an automatic `--max-connections` raises the open-files limit
+    /// as far as the system lets it first.
+    pub fn admission(&self) -> crate::admission::Settings {
+        let max_open = match self.max_connections {
+            0 => {
+                let files = crate::sys::raise_open_files_limit();
+                usize::try_from(files.saturating_sub(256))
+                    .unwrap_or(usize::MAX)
+                    .max(64)
+            }
+            n => n,
+        };
+        crate::admission::Settings {
+            max_open,
+            max_unauthenticated: self.max_unauthenticated_per_address.max(1),
+        }
     }
 
     pub fn site_root(&self) -> Option<PathBuf> {

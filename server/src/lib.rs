@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod a2a;
+pub mod admission;
 pub mod audit;
 pub mod auth;
 pub mod bindings;

@@ -107,6 +107,22 @@ pub fn terminal_size(fd: impl AsFd) -> Option<(u16, u16)> {
     (ws.ws_col > 0).then_some((ws.ws_col, ws.ws_row))
 }
 
+/// Raises the soft limit on open descriptors to the hard one; returns the limit now.
+pub fn raise_open_files_limit() -> u64 {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if let (Some(_), Some(hard)) = (limit.current, limit.maximum) {
+        let raised = Rlimit {
+            current: Some(hard),
+            maximum: Some(hard),
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            return hard;
+        }
+    }
+    limit.current.unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

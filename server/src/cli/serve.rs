@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Core;
+use crate::admission::Admission;
 use crate::auth::{self, Scope, TokenRequest};
 use crate::config::ServeArgs;
 use crate::http;
@@ -85,26 +86,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             shutdown.cancel();
         }
     };
-    match tls {
-        Some(acceptor) => {
-            let listener = tls::TlsListener::new(listener, acceptor)?;
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stopping)
-                .await?;
-        }
-        None => {
-            // Terminal frames are small and latency-bound: no Nagle delay (TLS connections
-            // get the same in their listener).
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::warn!(error = %e, "TCP_NODELAY");
-                }
-            });
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stopping)
-                .await?;
-        }
-    }
+    let server = http::server::Settings {
+        header_read_timeout: args.header_read_timeout()?,
+        admission: Admission::new(args.admission()),
+        tls,
+    };
+    http::server::serve(listener, app, server, stopping).await;
     state.connections.close();
     if tokio::time::timeout(std::time::Duration::from_secs(5), state.connections.wait())
         .await

@@ -4,6 +4,7 @@
 
 pub mod assets;
 mod body;
+pub mod server;
 mod sessions;
 
 use std::collections::HashMap;
@@ -100,6 +101,7 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
         .merge(root_api)
         .with_state(state)
         .fallback_service(ui)
+        .layer(middleware::from_fn(server::note_authentication))
 }
 
 /// A page navigation: GET, wants HTML, carries no credentials and is no WebSocket upgrade.

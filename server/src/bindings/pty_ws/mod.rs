@@ -4,6 +4,7 @@
 //! (`connection::tasks`) are its two other parts.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
@@ -31,6 +32,7 @@ use connection::Connection;
 use crate::a2a::service::TaskStream;
 use crate::a2a::{A2aError, Version, Via};
 
+use crate::admission::Admitted;
 use crate::audit;
 use crate::auth::{self, Principal, Scope};
 use crate::clock;
@@ -61,6 +63,7 @@ pub async fn attach(
     uri: Uri,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+    admitted: Option<axum::Extension<Arc<Admitted>>>,
 ) -> Response {
     match check_attach(&state, &sid, &uri, &headers).await {
         Err(e) => e.into_response(),
@@ -85,7 +88,12 @@ pub async fn attach(
                         .max_frame_size(READ_LIMIT_BYTES)
                         .on_upgrade(move |socket| {
                             let connection = Connection::new(state, principal, sid, binary, slot);
-                            tracker.track_future(connection.run(socket))
+                            // The socket keeps its place among the server's connections.
+                            let held = async move {
+                                connection.run(socket).await;
+                                drop(admitted);
+                            };
+                            tracker.track_future(held)
                         })
                 }
             }

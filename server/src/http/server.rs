@@ -1,0 +1,186 @@
+//! The HTTP server: accepts TCP connections (TLS when configured), admits them
+//! (`admission`), and serves each with hyper, whose header-read timer closes a connection
+//! that has not sent a complete request head within `header_read_timeout` of being ready
+//! for one: a fresh connection (slowloris), or an idle keep-alive one. A connection that is
+//! turned away gets a short HTTP answer that says why, not a silent reset.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt as _;
+
+use crate::admission::{Admission, Admitted, Turned};
+
+/// How long a client may take to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Turned-away connections being answered at once; past that they are closed unanswered.
+const MAX_REFUSING: usize = 64;
+/// How long serving connections may take to finish after shutdown begins.
+const DRAIN_WAIT: Duration = Duration::from_secs(5);
+
+pub struct Settings {
+    pub header_read_timeout: Duration,
+    pub admission: Admission,
+    pub tls: Option<TlsAcceptor>,
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets the connections in
+/// flight finish (at most `DRAIN_WAIT`).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    settings: Settings,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout);
+    let graceful = GracefulShutdown::new();
+    let refusing = Arc::new(AtomicUsize::new(0));
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of descriptors, most likely: let some close.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "TCP_NODELAY");
+        }
+        let tls = settings.tls.clone();
+        let admitted = match settings.admission.admit(peer.ip()) {
+            Ok(a) => Arc::new(a),
+            Err(turned) => {
+                if refusing.fetch_add(1, Ordering::AcqRel) < MAX_REFUSING {
+                    tracing::debug!(%peer, ?turned, "turning a connection away");
+                    let refusing = refusing.clone();
+                    tokio::spawn(async move {
+                        match tls {
+                            None => refuse(tcp, turned).await,
+                            Some(acceptor) => {
+                                let handshake = acceptor.accept(tcp);
+                                if let Ok(Ok(io)) =
+                                    tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await
+                                {
+                                    refuse(io, turned).await;
+                                }
+                            }
+                        }
+                        refusing.fetch_sub(1, Ordering::AcqRel);
+                    });
+                } else {
+                    refusing.fetch_sub(1, Ordering::AcqRel);
+                }
+                continue;
+            }
+        };
+        let evictable = admitted.clone();
+        let service = app
+            .clone()
+            .map_request(move |mut req: axum::http::Request<Incoming>| {
+                req.extensions_mut().insert(admitted.clone());
+                req
+            });
+        let service = TowerToHyperService::new(service);
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        tokio::spawn(async move {
+            let serve = async move {
+                match tls {
+                    None => {
+                        let conn =
+                            builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
+                        watcher.watch(conn).await
+                    }
+                    Some(acceptor) => {
+                        let handshake = acceptor.accept(tcp);
+                        let io = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                            Ok(Ok(io)) => io,
+                            Ok(Err(e)) => return Err(e.into()),
+                            Err(_) => return Err("the TLS handshake timed out".into()),
+                        };
+                        let conn =
+                            builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+                        watcher.watch(conn).await
+                    }
+                }
+            };
+            tokio::select! {
+                served = serve => if let Err(e) = served {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                },
+                () = evictable.evicted() => tracing::debug!(%peer, "evicted to make room"),
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_WAIT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some HTTP connections did not finish in time");
+    }
+}
+
+/// Answers a turned-away connection: 503 when the server is full, 429 when its address
+/// holds too many unauthenticated connections. The request is read first (briefly), so
+/// that the answer is not lost to a reset.
+async fn refuse(mut io: impl AsyncRead + AsyncWrite + Unpin, turned: Turned) {
+    let (status, code, message) = match turned {
+        Turned::Full => (
+            "503 Service Unavailable",
+            "unavailable",
+            "the server holds its maximum of connections; try again shortly",
+        ),
+        Turned::Address => (
+            "429 Too Many Requests",
+            "rate_limited",
+            "this address holds its maximum of connections that have not authenticated",
+        ),
+    };
+    let body = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         retry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut request = [0u8; 8192];
+    let _ = tokio::time::timeout(Duration::from_millis(200), io.read(&mut request)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        io.write_all(response.as_bytes()).await?;
+        io.shutdown().await
+    })
+    .await;
+}
+
+/// Marks the request's connection authenticated when the request authenticated a token.
+pub async fn note_authentication(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let admitted = req.extensions().get::<Arc<Admitted>>().cloned();
+    let (response, authenticated) = crate::auth::noting_authentication(next.run(req)).await;
+    if let (true, Some(admitted)) = (authenticated, admitted) {
+        admitted.authenticated();
+    }
+    response
+}
