@@ -146,6 +146,9 @@ async fn readyz(State(state): State<AppState>) -> Response {
     if state.shutdown.is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
     }
+    if state.store.refusing_writes() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the store refuses writes").into_response();
+    }
     match state.store.ping().await {
         Ok(()) => "ready".into_response(),
         Err(e) => {

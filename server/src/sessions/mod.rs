@@ -175,9 +175,7 @@ impl Sessions {
             }
             let frames = store.frames_from_last_keyframe(&row.id).await?;
             let mut screen = rebuild_screen(&frames, row.cols, row.rows);
-            let mut seq = row
-                .last_sequence
-                .max(frames.last().map_or(0, |f| f.sequence));
+            let mut seq = numbered_upto(&row, &frames);
             let (cols, rows) = screen.size();
             let now = clock::now_ms();
             let mut out = Vec::new();
@@ -227,6 +225,7 @@ impl Sessions {
             close_reason: None,
             last_sequence: 0,
             replay_floor: 0,
+            sequence_reserved: actor::RESERVE_AHEAD,
             created_at: clock::now_ms(),
             closed_at: None,
         };
@@ -241,7 +240,10 @@ impl Sessions {
         match started {
             Ok((pty, events)) => {
                 let screen = screen::Screen::new(spec.cols, spec.rows);
-                let resumed = Resumed::default();
+                let resumed = Resumed {
+                    reserved: actor::RESERVE_AHEAD,
+                    ..Resumed::default()
+                };
                 self.launch(
                     &id,
                     pty,
@@ -319,13 +321,17 @@ impl Sessions {
         }
         let frames = self.inner.store.frames_from_last_keyframe(&row.id).await?;
         let screen = rebuild_screen(&frames, row.cols, row.rows);
-        let sequence = row
-            .last_sequence
-            .max(frames.last().map_or(0, |f| f.sequence));
+        let sequence = numbered_upto(row, &frames);
         let (pty, events) = pty::spawn(&tmux.attach_spec(&row.id, row.cols, row.rows))?;
+        let reserved = sequence + actor::RESERVE_AHEAD;
+        self.inner
+            .store
+            .reserve_sequences(&row.id, reserved)
+            .await?;
         let resumed = Resumed {
             sequence,
             replay_floor: row.replay_floor,
+            reserved,
         };
         self.launch(
             &row.id,
@@ -406,12 +412,23 @@ impl Sessions {
     }
 }
 
-/// Where a re-adopted session's history goes on (a new one starts at zero).
+/// Where a session's numbering starts: a new one at zero, a re-adopted one where its
+/// history left off.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Resumed {
     /// The last sequence already numbered.
     pub sequence: u64,
     pub replay_floor: u64,
+    /// Sequences up to this one are reserved in the store (see `actor::RESERVE_AHEAD`).
+    pub reserved: u64,
+}
+
+/// The last sequence a session left by a previous process may have handed out: what it
+/// stored, or what it had reserved, whichever is higher. Numbering goes on above it, so a
+/// viewer never sees a number again with other content.
+fn numbered_upto(row: &SessionRow, frames: &[Frame]) -> u64 {
+    let stored = frames.last().map_or(0, |f| f.sequence);
+    row.last_sequence.max(stored).max(row.sequence_reserved)
 }
 
 /// Replays stored frames (from a keyframe on) into a fresh emulator.

@@ -197,6 +197,21 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Records that session `id` may hand out sequences up to `upto` before it reserves
+    /// more; a session recovered after a crash numbers on from above it.
+    pub async fn reserve_sequences(&self, id: &str, upto: u64) -> Result<()> {
+        sqlx::query(
+            "UPDATE sessions SET sequence_reserved = max(sequence_reserved, ?) WHERE id = ?",
+        )
+        .bind(upto as i64)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,8 @@ pub use tasks::*;
 use std::borrow::Cow;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -22,6 +24,8 @@ use sqlx::{AssertSqlSafe, Row, SqlitePool};
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
+    /// The last write that had to be retried has not succeeded yet.
+    refusing: Arc<AtomicBool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +46,8 @@ pub struct SessionRow {
     pub last_sequence: u64,
     /// Every retained frame after this sequence is in the store (0: nothing pruned yet).
     pub replay_floor: u64,
+    /// The session may have handed out sequences up to this one (see `reserve_sequences`).
+    pub sequence_reserved: u64,
     pub created_at: i64,
     pub closed_at: Option<i64>,
 }
@@ -96,7 +102,20 @@ impl Store {
             .run(&pool)
             .await
             .context("applying migrations")?;
-        Ok(Store { pool })
+        Ok(Store {
+            pool,
+            refusing: Arc::default(),
+        })
+    }
+
+    /// Records how a write that is retried until it succeeds went.
+    pub fn note_write(&self, ok: bool) {
+        self.refusing.store(!ok, Ordering::Relaxed);
+    }
+
+    /// Whether the store refuses writes now (a full disk, a read-only file).
+    pub fn refusing_writes(&self) -> bool {
+        self.refusing.load(Ordering::Relaxed)
     }
 
     pub async fn ping(&self) -> Result<()> {
@@ -201,8 +220,8 @@ impl Store {
     pub async fn insert_session(&self, s: &SessionRow) -> Result<()> {
         sqlx::query(
             "INSERT INTO sessions (id, instance_id, label, argv, cwd, env, backend, class, cols, rows,
-             state, exit_code, close_reason, last_sequence, created_at, closed_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             state, exit_code, close_reason, last_sequence, sequence_reserved, created_at, closed_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&s.id)
         .bind(&s.instance_id)
@@ -218,6 +237,7 @@ impl Store {
         .bind(s.exit_code)
         .bind(&s.close_reason)
         .bind(s.last_sequence as i64)
+        .bind(s.sequence_reserved as i64)
         .bind(s.created_at)
         .bind(s.closed_at)
         .execute(&self.pool)
@@ -291,7 +311,8 @@ const TOKEN_COLUMNS: &str =
     "id, scope, session_id, label, kind, created_at, expires_at, revoked_at";
 
 const SESSION_COLUMNS: &str = "id, instance_id, label, argv, cwd, env, backend, class, cols, rows, \
-     state, exit_code, close_reason, last_sequence, replay_floor, created_at, closed_at";
+     state, exit_code, close_reason, last_sequence, replay_floor, sequence_reserved, created_at, \
+     closed_at";
 
 fn token_row(r: &sqlx::sqlite::SqliteRow) -> TokenRow {
     TokenRow {
@@ -323,6 +344,7 @@ fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
         close_reason: r.get("close_reason"),
         last_sequence: r.get::<i64, _>("last_sequence") as u64,
         replay_floor: r.get::<i64, _>("replay_floor") as u64,
+        sequence_reserved: r.get::<i64, _>("sequence_reserved") as u64,
         created_at: r.get("created_at"),
         closed_at: r.get("closed_at"),
     })

@@ -67,6 +67,17 @@ const INPUT_IDLE: Duration = Duration::from_millis(800);
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
 /// Retention is enforced at least this often, and after every `replay_frames` frames.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
+/// Sequences are reserved in the store this far ahead of the last one handed out (and again
+/// when half of that is used), so a crash never reuses one a viewer saw.
+pub const RESERVE_AHEAD: u64 = 65_536;
+/// The PTY is read only while more than this many reserved sequences are left, which keeps
+/// them for the frames that do not wait (membership, roles, keyframes).
+const RESERVE_HEADROOM: u64 = 1024;
+/// The PTY is not read while at least this many frames wait for the store and the oldest
+/// of them has waited `MAX_BEHIND`: a crash loses at most that much output, and a store that
+/// refuses writes stalls the program instead of losing what it printed.
+const MAX_UNPERSISTED: u64 = 8;
+const MAX_BEHIND_MS: i64 = 20;
 
 pub struct Start {
     pub id: String,
@@ -101,7 +112,9 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
     let (persisted_tx, persisted) = watch::channel(Persisted {
         upto: s.resumed.sequence,
         floor: s.resumed.replay_floor,
+        reserved: s.resumed.reserved,
     });
+    let requested = s.resumed.reserved;
     tasks.spawn(write_behind(
         s.store,
         s.id.clone(),
@@ -116,6 +129,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         ring: Ring::new(s.settings.replay_frames, RING_BYTES),
         settings: s.settings,
         seq: s.resumed.sequence,
+        requested,
         last_sequence: last_sequence.clone(),
         members: Vec::new(),
         had_controller: false,
@@ -162,6 +176,8 @@ struct Actor {
     ring: Ring,
     settings: Settings,
     seq: u64,
+    /// The highest sequence asked of the store so far (`Persisted::reserved` once durable).
+    requested: u64,
     last_sequence: Arc<AtomicU64>,
     members: Vec<Member>,
     had_controller: bool,
@@ -209,13 +225,14 @@ impl Actor {
                         kill_at = Some(Instant::now() + KILL_GRACE);
                     }
                 }
-                chunk = output.recv(), if !eof => match chunk {
+                chunk = output.recv(), if !eof && self.may_read() => match chunk {
                     Some(first) => {
                         let data = gather(first, &mut output).await;
                         self.output(data);
                     }
                     None => eof = true,
                 },
+                _ = self.persisted.changed(), if !eof && !self.may_read() => {}
                 status = &mut exit, if exited.is_none() => {
                     exited = Some(status.unwrap_or(Exit { code: None }));
                     drain_until = Some(Instant::now() + EXIT_DRAIN);
@@ -303,7 +320,28 @@ impl Actor {
     fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.last_sequence.store(self.seq, Ordering::Release);
+        if self.seq + RESERVE_AHEAD / 2 > self.requested {
+            self.requested = self.seq + RESERVE_AHEAD;
+            let _ = self.persist.send(Persist::Reserve(self.requested));
+        }
+        if self.seq > self.persisted.borrow().reserved {
+            tracing::warn!(session_id = %self.id, seq = self.seq, "a sequence beyond the store's reservation was handed out");
+        }
         self.seq
+    }
+
+    /// Whether the PTY may be read now: the store has reserved sequences for its output
+    /// and keeps up with it.
+    fn may_read(&self) -> bool {
+        let persisted = *self.persisted.borrow();
+        if self.seq + RESERVE_HEADROOM >= persisted.reserved {
+            return false;
+        }
+        if self.seq - persisted.upto.min(self.seq) < MAX_UNPERSISTED {
+            return true;
+        }
+        let oldest = self.ring.after(persisted.upto).next();
+        oldest.is_none_or(|f| clock::now_ms() - f.created_at < MAX_BEHIND_MS)
     }
 
     /// Numbers, encodes, retains, persists and fans out one frame; `skip` does not get it

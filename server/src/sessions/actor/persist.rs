@@ -2,16 +2,20 @@
 
 use super::*;
 
-/// What the write-behind task has made durable: every frame up to `upto`, and every
-/// retained frame after `floor` (below it, retention has pruned).
+/// What the write-behind task has made durable: every frame up to `upto`, every retained
+/// frame after `floor` (below it, retention has pruned), and the reservation of sequences
+/// up to `reserved`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Persisted {
     pub(super) upto: u64,
     pub floor: u64,
+    pub(super) reserved: u64,
 }
 
 pub(super) enum Persist {
     Frame(Frame),
+    /// Sequences up to this one may be handed out.
+    Reserve(u64),
     /// Everything queued so far is written.
     Flush(oneshot::Sender<()>),
     Size(u16, u16),
@@ -53,6 +57,7 @@ pub(super) async fn write_behind(
                     since_prune += 1;
                     frames.push(f);
                 }
+                Persist::Reserve(upto) => reserve(&store, &id, upto, &persisted).await,
                 Persist::Flush(done) => {
                     flush(&store, &id, &mut frames, &persisted).await;
                     let _ = done.send(());
@@ -93,6 +98,9 @@ pub(super) async fn write_behind(
     }
 }
 
+/// Writes the batch. A write the store refuses is retried (backing off up to a second)
+/// until it succeeds: the frames stay queued and unpersisted meanwhile, so the ring keeps
+/// them and the session's reads wait (see `MAX_UNPERSISTED`) instead of losing them.
 pub(super) async fn flush(
     store: &Store,
     id: &str,
@@ -103,22 +111,48 @@ pub(super) async fn flush(
         return;
     };
     let first = frames[0].sequence;
+    retrying(store, "persisting frames", id, || {
+        store.insert_frames(id, frames)
+    })
+    .await;
+    tracing::trace!(session_id = %id, first, last, "persisted frames");
+    frames.clear();
+    persisted.send_modify(|p| p.upto = last);
+}
+
+/// Reserves sequences up to `upto`, retrying until the store takes it.
+async fn reserve(store: &Store, id: &str, upto: u64, persisted: &watch::Sender<Persisted>) {
+    retrying(store, "reserving sequences", id, || {
+        store.reserve_sequences(id, upto)
+    })
+    .await;
+    persisted.send_modify(|p| p.reserved = p.reserved.max(upto));
+}
+
+/// Runs `write` until it succeeds, backing off from 50 ms to 1 s; the store is marked as
+/// refusing writes meanwhile (`/readyz` fails).
+async fn retrying<F, Fut>(store: &Store, what: &str, id: &str, mut write: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     let mut delay = Duration::from_millis(50);
-    for attempt in 1..=5 {
-        match store.insert_frames(id, frames).await {
-            Ok(()) => break,
-            Err(e) if attempt < 5 => {
-                tracing::warn!(session_id = %id, error = %e, attempt, "persisting frames failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
+    let mut attempt = 1u32;
+    loop {
+        match write().await {
+            Ok(()) => {
+                store.note_write(true);
+                return;
             }
             Err(e) => {
-                tracing::error!(session_id = %id, error = %e, first, last, "persisting frames failed")
+                store.note_write(false);
+                tracing::warn!(session_id = %id, error = %format!("{e:#}"), attempt, "{what} failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+                attempt += 1;
             }
         }
     }
-    frames.clear();
-    persisted.send_modify(|p| p.upto = last);
 }
 
 pub(super) async fn prune(
