@@ -214,6 +214,17 @@ pub struct SessionArgs {
     /// Seconds of frames each session retains for replay at least.
     #[arg(long, env = "PTYHOST_REPLAY_RETENTION", default_value_t = 86400)]
     pub replay_retention: u64,
+    /// Bytes of frames one session keeps in the store at most (e.g. `256MiB`); past it
+    /// the oldest go first, whatever --replay-frames and --replay-retention say.
+    #[arg(long, env = "PTYHOST_REPLAY_MAX_BYTES", default_value = "256MiB")]
+    pub replay_max_bytes: bytesize::ByteSize,
+    /// Bytes the whole store may hold in use (e.g. `4GiB`); past it the history of closed
+    /// sessions goes first, oldest first, then every live session keeps an equal share.
+    #[arg(long, env = "PTYHOST_MAX_STORE_BYTES", default_value = "4GiB")]
+    pub max_store_bytes: bytesize::ByteSize,
+    /// How long a closed session keeps its frames and tasks (e.g. `7d`, `12h`).
+    #[arg(long, env = "PTYHOST_CLOSED_RETENTION", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub closed_retention: Duration,
     /// A keyframe at least this often (seconds) while output flows.
     #[arg(long, env = "PTYHOST_KEYFRAME_INTERVAL_SECS", default_value_t = 5.0)]
     pub keyframe_interval_secs: f64,
@@ -307,9 +318,21 @@ impl SessionArgs {
             self.keyframe_interval_frames >= 1,
             "--keyframe-interval-frames must be at least 1"
         );
+        anyhow::ensure!(
+            self.replay_max_bytes.as_u64() >= 64 * 1024,
+            "--replay-max-bytes must be at least 64KiB (one output frame)"
+        );
+        anyhow::ensure!(
+            self.max_store_bytes.as_u64() >= 1024 * 1024,
+            "--max-store-bytes must be at least 1MiB"
+        );
         Ok(Settings {
             replay_frames: self.replay_frames,
             replay_retention: Duration::from_secs(self.replay_retention),
+            replay_max_bytes: self.replay_max_bytes.as_u64(),
+            max_store_bytes: self.max_store_bytes.as_u64(),
+            closed_retention: self.closed_retention,
+            budget: Default::default(),
             keyframe_interval: secs("keyframe-interval-secs", self.keyframe_interval_secs)?,
             keyframe_frames: self.keyframe_interval_frames,
             max_controllers: self.max_controllers,

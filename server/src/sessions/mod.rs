@@ -10,6 +10,7 @@ pub mod marks;
 mod protocol;
 pub mod pty;
 pub mod replay;
+pub mod retention;
 pub mod screen;
 mod spec;
 pub use protocol::*;
@@ -39,6 +40,15 @@ use host::Host;
 pub struct Settings {
     pub replay_frames: usize,
     pub replay_retention: Duration,
+    /// Bytes of frames one session keeps in the store at most.
+    pub replay_max_bytes: u64,
+    /// Bytes the whole store may hold in use; past it closed sessions' history goes first,
+    /// then every live session is held to an equal share (`Budget`).
+    pub max_store_bytes: u64,
+    /// How long a closed session keeps its frames and tasks.
+    pub closed_retention: Duration,
+    /// The share of the store each live session may keep now.
+    pub budget: retention::Budget,
     pub keyframe_interval: Duration,
     pub keyframe_frames: u64,
     pub max_controllers: usize,
@@ -471,6 +481,10 @@ mod tests {
         Settings {
             replay_frames: 1000,
             replay_retention: Duration::from_secs(86400),
+            replay_max_bytes: 256 << 20,
+            max_store_bytes: 4 << 30,
+            closed_retention: Duration::from_secs(7 * 86400),
+            budget: Default::default(),
             keyframe_interval: Duration::from_secs(5),
             keyframe_frames: 100,
             max_controllers: 1,

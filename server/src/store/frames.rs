@@ -75,11 +75,13 @@ pub(super) const COMPRESS_FROM: usize = 256;
 impl Store {
     // ---- frames ----
 
-    /// Appends frames in one transaction and records the session's last sequence.
-    pub async fn insert_frames(&self, session_id: &str, frames: &[Frame]) -> Result<()> {
+    /// Appends frames in one transaction and records the session's last sequence; returns
+    /// the bytes they take in the store.
+    pub async fn insert_frames(&self, session_id: &str, frames: &[Frame]) -> Result<u64> {
         let Some(last) = frames.last() else {
-            return Ok(());
+            return Ok(0);
         };
+        let mut stored = 0u64;
         let mut tx = self.pool.begin().await?;
         for f in frames {
             let (kind, text, envelope_id, data, compression) = match &f.body {
@@ -101,9 +103,11 @@ impl Store {
                     None,
                 ),
             };
+            let bytes = text.map_or(0, str::len) + data.as_ref().map_or(0, |d| d.len());
+            stored += bytes as u64;
             sqlx::query(
-                "INSERT INTO frames (session_id, sequence, kind, created_at, frame, envelope_id, data, compression)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO frames (session_id, sequence, kind, created_at, frame, envelope_id, data, compression, bytes)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(session_id)
             .bind(f.sequence as i64)
@@ -113,6 +117,7 @@ impl Store {
             .bind(envelope_id)
             .bind(data)
             .bind(compression)
+            .bind(bytes as i64)
             .execute(&mut *tx)
             .await?;
         }
@@ -123,7 +128,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(())
+        Ok(stored)
     }
 
     /// Frames with `after < sequence < before`, in order.

@@ -4,6 +4,7 @@
 
 mod frames;
 mod records;
+mod retention;
 mod tasks;
 pub use frames::*;
 pub use records::*;

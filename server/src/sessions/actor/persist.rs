@@ -40,6 +40,8 @@ pub(super) async fn write_behind(
     let mut frames: Vec<Frame> = Vec::new();
     let mut last_prune = Instant::now();
     let mut since_prune = 0usize;
+    // The bytes this session's frames take in the store.
+    let mut stored = store.session_bytes(&id).await.unwrap_or(0);
     while let Some(first) = rx.recv().await {
         if matches!(first, Persist::Frame(_)) {
             tokio::time::sleep(BATCH_WINDOW).await;
@@ -59,11 +61,11 @@ pub(super) async fn write_behind(
                 }
                 Persist::Reserve(upto) => reserve(&store, &id, upto, &persisted).await,
                 Persist::Flush(done) => {
-                    flush(&store, &id, &mut frames, &persisted).await;
+                    stored += flush(&store, &id, &mut frames, &persisted).await;
                     let _ = done.send(());
                 }
                 Persist::Size(cols, rows) => {
-                    flush(&store, &id, &mut frames, &persisted).await;
+                    stored += flush(&store, &id, &mut frames, &persisted).await;
                     if let Err(e) = store.set_session_size(&id, cols, rows).await {
                         tracing::error!(session_id = %id, error = %e, "persisting size failed");
                     }
@@ -73,7 +75,7 @@ pub(super) async fn write_behind(
                     reason,
                     done,
                 } => {
-                    flush(&store, &id, &mut frames, &persisted).await;
+                    stored += flush(&store, &id, &mut frames, &persisted).await;
                     let last = persisted.borrow().upto;
                     let reason = serde_json::to_value(reason)
                         .ok()
@@ -89,35 +91,63 @@ pub(super) async fn write_behind(
                 }
             }
         }
-        flush(&store, &id, &mut frames, &persisted).await;
+        stored += flush(&store, &id, &mut frames, &persisted).await;
         if since_prune >= settings.replay_frames || last_prune.elapsed() >= PRUNE_INTERVAL {
             last_prune = Instant::now();
             since_prune = 0;
             prune(&store, &id, &persisted, &settings).await;
         }
+        let cap = settings.replay_max_bytes.min(settings.budget.get());
+        if stored > cap {
+            stored = prune_to_bytes(&store, &id, cap, &persisted).await;
+        }
     }
 }
 
-/// Writes the batch. A write the store refuses is retried (backing off up to a second)
-/// until it succeeds: the frames stay queued and unpersisted meanwhile, so the ring keeps
-/// them and the session's reads wait (see `MAX_UNPERSISTED`) instead of losing them.
+/// Writes the batch; returns the bytes it takes in the store. A write the store refuses is
+/// retried (backing off up to a second) until it succeeds: the frames stay queued and
+/// unpersisted meanwhile, so the ring keeps them and the session's reads wait (see
+/// `MAX_UNPERSISTED`) instead of losing them.
 pub(super) async fn flush(
     store: &Store,
     id: &str,
     frames: &mut Vec<Frame>,
     persisted: &watch::Sender<Persisted>,
-) {
+) -> u64 {
     let Some(last) = frames.last().map(|f| f.sequence) else {
-        return;
+        return 0;
     };
     let first = frames[0].sequence;
-    retrying(store, "persisting frames", id, || {
+    let bytes = retrying(store, "persisting frames", id, || {
         store.insert_frames(id, frames)
     })
     .await;
-    tracing::trace!(session_id = %id, first, last, "persisted frames");
+    tracing::trace!(session_id = %id, first, last, bytes, "persisted frames");
     frames.clear();
     persisted.send_modify(|p| p.upto = last);
+    bytes
+}
+
+/// Holds the session's stored frames to `cap` bytes: the oldest go (down to nine tenths of
+/// it, so this does not run at every batch) and the replay floor moves past them. Returns
+/// the bytes kept.
+async fn prune_to_bytes(
+    store: &Store,
+    id: &str,
+    cap: u64,
+    persisted: &watch::Sender<Persisted>,
+) -> u64 {
+    match store.prune_to_bytes(id, cap / 10 * 9).await {
+        Ok(Some(floor)) => {
+            tracing::debug!(session_id = %id, floor, cap, "pruned replay frames to the byte cap");
+            persisted.send_modify(|p| p.floor = p.floor.max(floor));
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!(session_id = %id, error = %e, "pruning frames to the byte cap failed")
+        }
+    }
+    store.session_bytes(id).await.unwrap_or(cap)
 }
 
 /// Reserves sequences up to `upto`, retrying until the store takes it.
@@ -131,18 +161,18 @@ async fn reserve(store: &Store, id: &str, upto: u64, persisted: &watch::Sender<P
 
 /// Runs `write` until it succeeds, backing off from 50 ms to 1 s; the store is marked as
 /// refusing writes meanwhile (`/readyz` fails).
-async fn retrying<F, Fut>(store: &Store, what: &str, id: &str, mut write: F)
+async fn retrying<T, F, Fut>(store: &Store, what: &str, id: &str, mut write: F) -> T
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
 {
     let mut delay = Duration::from_millis(50);
     let mut attempt = 1u32;
     loop {
         match write().await {
-            Ok(()) => {
+            Ok(done) => {
                 store.note_write(true);
-                return;
+                return done;
             }
             Err(e) => {
                 store.note_write(false);
