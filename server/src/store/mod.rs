@@ -109,9 +109,30 @@ impl Store {
         })
     }
 
-    /// Records how a write that is retried until it succeeds went.
-    pub fn note_write(&self, ok: bool) {
-        self.refusing.store(!ok, Ordering::Relaxed);
+    /// Runs `write` until it succeeds, backing off from 50 ms to 1 s; the store counts as
+    /// refusing writes meanwhile (`refusing_writes`, which turns `/readyz` red).
+    pub async fn until_written<T, F, Fut>(&self, what: &str, mut write: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut delay = Duration::from_millis(50);
+        let mut attempt = 1u32;
+        loop {
+            match write().await {
+                Ok(done) => {
+                    self.refusing.store(false, Ordering::Relaxed);
+                    return done;
+                }
+                Err(e) => {
+                    self.refusing.store(true, Ordering::Relaxed);
+                    tracing::warn!(error = %format!("{e:#}"), attempt, "{what} failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                    attempt += 1;
+                }
+            }
+        }
     }
 
     /// Whether the store refuses writes now (a full disk, a read-only file).

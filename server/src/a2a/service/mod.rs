@@ -301,15 +301,14 @@ impl TaskService {
         feed
     }
 
-    async fn persist_quietly(&self, task: &Task) {
-        if let Err(e) = self.persist(task).await {
-            tracing::error!(task_id = %task.id, error = %format!("{e:#}"), "persisting a task failed");
-        }
-    }
-
-    /// Persists a transition, then announces it.
+    /// Persists a transition (retrying until the store takes it), then announces it: a
+    /// client never hears of a state the store could lose.
     async fn announce(&self, task: &Task, feed: &Feed) {
-        self.persist_quietly(task).await;
+        let what = format!("persisting task {}", task.id);
+        self.inner
+            .store
+            .until_written(&what, || self.persist(task))
+            .await;
         feed.publish(task, status_event(task));
     }
 

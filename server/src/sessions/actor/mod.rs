@@ -249,7 +249,12 @@ impl Actor {
                         shell.state.kill_overdue(&self.pty);
                     }
                     if drain_until.is_some_and(|t| t <= now) {
-                        break;
+                        // Output held back for the store is still to be read: wait for it.
+                        if !eof && !self.may_read() {
+                            drain_until = Some(now + EXIT_DRAIN);
+                        } else {
+                            break;
+                        }
                     }
                 }
                 _ = input_check.tick(), if self.shell.as_ref().is_some_and(|s| s.state.may_wait_for_input()) => {

@@ -118,10 +118,10 @@ pub(super) async fn flush(
         return 0;
     };
     let first = frames[0].sequence;
-    let bytes = retrying(store, "persisting frames", id, || {
-        store.insert_frames(id, frames)
-    })
-    .await;
+    let what = format!("persisting frames of session {id}");
+    let bytes = store
+        .until_written(&what, || store.insert_frames(id, frames))
+        .await;
     tracing::trace!(session_id = %id, first, last, bytes, "persisted frames");
     frames.clear();
     persisted.send_modify(|p| p.upto = last);
@@ -152,37 +152,11 @@ async fn prune_to_bytes(
 
 /// Reserves sequences up to `upto`, retrying until the store takes it.
 async fn reserve(store: &Store, id: &str, upto: u64, persisted: &watch::Sender<Persisted>) {
-    retrying(store, "reserving sequences", id, || {
-        store.reserve_sequences(id, upto)
-    })
-    .await;
+    let what = format!("reserving sequences of session {id}");
+    store
+        .until_written(&what, || store.reserve_sequences(id, upto))
+        .await;
     persisted.send_modify(|p| p.reserved = p.reserved.max(upto));
-}
-
-/// Runs `write` until it succeeds, backing off from 50 ms to 1 s; the store is marked as
-/// refusing writes meanwhile (`/readyz` fails).
-async fn retrying<T, F, Fut>(store: &Store, what: &str, id: &str, mut write: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<T>>,
-{
-    let mut delay = Duration::from_millis(50);
-    let mut attempt = 1u32;
-    loop {
-        match write().await {
-            Ok(done) => {
-                store.note_write(true);
-                return done;
-            }
-            Err(e) => {
-                store.note_write(false);
-                tracing::warn!(session_id = %id, error = %format!("{e:#}"), attempt, "{what} failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(1));
-                attempt += 1;
-            }
-        }
-    }
 }
 
 pub(super) async fn prune(
