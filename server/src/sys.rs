@@ -123,6 +123,16 @@ pub fn raise_open_files_limit() -> u64 {
     limit.current.unwrap_or(u64::MAX)
 }
 
+/// Tunes an accepted connection: no Nagle delay (terminal frames are small and latency
+/// bound), and at most `UNSENT_BYTES` waiting unsent in the kernel, so what a slow viewer
+/// has not taken yet waits in ptyhost, where it can age out (`PTY_OUTPUT_LAGGED`), instead
+/// of in a socket buffer that can hold seconds of output.
+pub fn tune_connection(tcp: &tokio::net::TcpStream) -> io::Result<()> {
+    const UNSENT_BYTES: u32 = 128 * 1024;
+    tcp.set_nodelay(true)?;
+    socket2::SockRef::from(tcp).set_tcp_notsent_lowat(UNSENT_BYTES)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

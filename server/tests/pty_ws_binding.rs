@@ -1130,6 +1130,67 @@ async fn a_flood_that_never_stops_still_reads_its_4429() {
 }
 
 #[tokio::test]
+async fn a_slow_viewer_without_acks_skips_stale_output_for_a_keyframe_and_is_not_reaped() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let s = TestServer::start(&["--heartbeat-interval", "0.5", "--heartbeat-timeout", "1.5"]).await;
+    let sid = s.command_session("yes slow-viewer-line").await;
+    // A small receive buffer: what the viewer has not read waits on the server.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    let tcp = socket.connect(s.addr.parse().unwrap()).await.unwrap();
+    let mut req = s.ws_url(&sid).into_client_request().unwrap();
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        bearer_protocols(ADMIN).parse().unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::client_async(req, tcp).await.unwrap();
+    let join = json!({ "op": "pty.join_session", "id": "j", "ts": "2026-12-01T00:00:00Z",
+        "payload": { "role": "observer" } });
+    ws.send(Message::Text(join.to_string().into()))
+        .await
+        .unwrap();
+
+    let (mut lagged, mut keyframe_after) = (false, false);
+    let mut latest_lateness = Duration::ZERO;
+    let mut outputs = 0;
+    let end = std::time::Instant::now() + Duration::from_secs(6);
+    while std::time::Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let f: Value = match ws.next().await {
+            Some(Ok(Message::Text(t))) => serde_json::from_str(&t).unwrap(),
+            Some(Ok(Message::Close(c))) => panic!("closed while reading: {c:?}"),
+            Some(Ok(_)) => continue,
+            other => panic!("the connection failed: {other:?}"),
+        };
+        match kind(&f) {
+            "Error" if f["payload"]["code"] == "PTY_OUTPUT_LAGGED" => lagged = true,
+            "Keyframe" if lagged => keyframe_after = true,
+            "Output" => {
+                outputs += 1;
+                let ts = time::OffsetDateTime::parse(
+                    f["ts"].as_str().unwrap(),
+                    &time::format_description::well_known::Rfc3339,
+                )
+                .unwrap();
+                let late = time::OffsetDateTime::now_utc() - ts;
+                latest_lateness = Duration::from_secs_f64(late.as_seconds_f64().max(0.0));
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        lagged && keyframe_after,
+        "PTY_OUTPUT_LAGGED, then a keyframe ({latest_lateness:?} late, {outputs} outputs)"
+    );
+    assert!(
+        latest_lateness < Duration::from_secs(4),
+        "output arrives {latest_lateness:?} late"
+    );
+}
+
+#[tokio::test]
 async fn a_session_takes_a_bounded_number_of_connections() {
     let s = TestServer::start(&["--max-connections-per-session", "2"]).await;
     let sid = cat_session(&s).await;

@@ -64,8 +64,8 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "TCP_NODELAY");
+        if let Err(e) = crate::sys::tune_connection(&tcp) {
+            tracing::warn!(error = %e, "tuning a connection failed");
         }
         let tls = settings.tls.clone();
         let admitted = match settings.admission.admit(peer.ip()) {

@@ -74,8 +74,13 @@ pub fn envelope(frame: &Frame) -> Bytes {
 pub enum Outbound {
     /// A JSON text frame.
     Frame(Bytes),
-    /// A binary frame (`PW1O` output).
-    Binary(Bytes),
+    /// PTY output: its JSON envelope, or (`binary`) its `PW1O` frame, and when it was queued:
+    /// a connection that falls behind skips output gone stale (`Command::Resync`).
+    Output {
+        frame: Bytes,
+        binary: bool,
+        queued: std::time::Instant,
+    },
     /// The session is over (or the server stops): say goodbye with this reason and close.
     Goodbye(&'static str),
 }
@@ -142,6 +147,9 @@ pub enum Command {
     Resize(String, u16, u16, oneshot::Sender<Result<(), Refusal>>),
     RequestRole(String, Role, oneshot::Sender<Result<(), Refusal>>),
     RequestKeyframe(String, oneshot::Sender<Result<(), Refusal>>),
+    /// The member's connection skipped stale output: send it `PTY_OUTPUT_LAGGED` and a
+    /// fresh keyframe.
+    Resync(String),
     /// The member has rendered every output frame up to this sequence.
     Ack(String, u64, oneshot::Sender<Result<(), Refusal>>),
     /// Queue a command line for the session's shell.

@@ -34,6 +34,10 @@ enum Admit {
     Stop,
 }
 
+/// Output queued longer than this is stale: the connection skips it and the session sends
+/// `PTY_OUTPUT_LAGGED` and a fresh keyframe instead.
+const MAX_LAG: Duration = Duration::from_secs(2);
+
 /// Frames dropped by the rate limit, without a second's pause, before the connection closes.
 const SUSTAINED_THROTTLING: u32 = 500;
 
@@ -42,7 +46,7 @@ struct Membership {
     client_id: String,
     role: Role,
     out: mpsc::Receiver<Outbound>,
-    _guard: LeaveOnDrop,
+    guard: LeaveOnDrop,
 }
 
 /// Leaves the session when the connection ends for any reason (RAII), so roles held by a
@@ -194,6 +198,7 @@ impl Connection {
         let (interval, timeout) = (self.state.heartbeat_interval, self.state.heartbeat_timeout);
         let mut heartbeat = tokio::time::interval_at(Instant::now() + interval, interval);
         let mut last_pong = Instant::now();
+        let mut last_sent = Instant::now();
         let shutdown = self.state.shutdown.clone();
         loop {
             tokio::select! {
@@ -204,12 +209,26 @@ impl Connection {
                             if self.send_bytes(sink, json).await.is_err() {
                                 return;
                             }
+                            last_sent = Instant::now();
                             continue;
                         }
-                        Some(Outbound::Binary(frame)) => {
-                            if self.send_message(sink, Message::Binary(frame)).await.is_err() {
+                        Some(Outbound::Output { queued, .. }) if queued.elapsed() > MAX_LAG => {
+                            match self.skip_stale(sink).await {
+                                Ok(None) => continue,
+                                Ok(Some(reason)) => reason,
+                                Err(Ended) => return,
+                            }
+                        }
+                        Some(Outbound::Output { frame, binary, .. }) => {
+                            let sent = if binary {
+                                self.send_message(sink, Message::Binary(frame)).await
+                            } else {
+                                self.send_bytes(sink, frame).await
+                            };
+                            if sent.is_err() {
                                 return;
                             }
+                            last_sent = Instant::now();
                             continue;
                         }
                         Some(Outbound::Goodbye(reason)) => reason,
@@ -229,7 +248,9 @@ impl Connection {
                     }
                 }
                 _ = heartbeat.tick() => {
-                    if last_pong.elapsed() > timeout {
+                    // Alive is a Pong, or a frame the socket took: a slow reader's Pongs wait
+                    // behind what it has not read yet.
+                    if last_pong.elapsed() > timeout && last_sent.elapsed() > timeout {
                         tracing::info!(silent_secs = last_pong.elapsed().as_secs_f64(),
                             "no Pong within the heartbeat timeout; reaping the connection");
                         let _ = tokio::time::timeout(Duration::from_secs(1),
@@ -558,6 +579,37 @@ impl Connection {
         if let Some(key) = follow_key {
             self.follows.insert(key, AbortOnDropHandle::new(work));
         }
+    }
+
+    /// Drops the output waiting in the member's queue and sends the frames among it that
+    /// are not output (membership, roles, sizes) in order; then asks the session for
+    /// `PTY_OUTPUT_LAGGED` and a keyframe. Returns the goodbye reason if one was queued.
+    async fn skip_stale(&mut self, sink: &mut Sink) -> Result<Option<&'static str>, Ended> {
+        let Some(member) = self.member.as_mut() else {
+            return Ok(None);
+        };
+        let mut kept = Vec::new();
+        let mut goodbye = None;
+        let mut skipped = 1usize;
+        while let Ok(out) = member.out.try_recv() {
+            match out {
+                Outbound::Output { .. } => skipped += 1,
+                Outbound::Frame(json) => kept.push(json),
+                Outbound::Goodbye(reason) => {
+                    goodbye = Some(reason);
+                    break;
+                }
+            }
+        }
+        tracing::debug!(skipped, "a slow viewer skips stale output");
+        let (client_id, handle) = (member.client_id.clone(), member.guard.handle.clone());
+        for json in kept {
+            self.send_bytes(sink, json).await?;
+        }
+        if goodbye.is_none() {
+            handle.tell(Command::Resync(client_id)).await;
+        }
+        Ok(goodbye)
     }
 
     fn next(&self, sent: Result<(), Ended>) -> Next {

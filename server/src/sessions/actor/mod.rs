@@ -299,6 +299,11 @@ impl Actor {
             Command::RequestKeyframe(client_id, reply) => {
                 let _ = reply.send(self.request_keyframe(&client_id));
             }
+            Command::Resync(client_id) => {
+                if let Some(i) = self.index(&client_id) {
+                    self.resync(i);
+                }
+            }
             Command::Ack(client_id, sequence, reply) => {
                 let _ = reply.send(self.ack(&client_id, sequence));
             }
@@ -382,16 +387,22 @@ impl Actor {
             .any(|m| !m.binary)
             .then(|| envelope(&retained));
         self.retain(retained);
+        let queued = Instant::now().into_std();
         for i in 0..self.members.len() {
             if let Some(flow) = self.members[i].flow.as_mut()
                 && !flow.admit(seq, len)
             {
                 continue;
             }
-            let out = match (&binary, &json) {
-                (Some(b), _) if self.members[i].binary => Outbound::Binary(b.clone()),
-                (_, Some(j)) => Outbound::Frame(j.clone()),
+            let (frame, binary) = match (&binary, &json) {
+                (Some(b), _) if self.members[i].binary => (b.clone(), true),
+                (_, Some(j)) => (j.clone(), false),
                 _ => continue,
+            };
+            let out = Outbound::Output {
+                frame,
+                binary,
+                queued,
             };
             self.deliver(i, out);
         }
@@ -415,19 +426,8 @@ impl Actor {
     /// what it missed.
     fn deliver(&mut self, i: usize, out: Outbound) {
         if self.members[i].lagged {
-            if self.members[i].out.capacity() < 2 {
-                return;
-            }
-            let lagged = self.personal(SessionFrame::Error {
-                code: PtyErrorCode::PtyOutputLagged,
-                message: "this viewer fell behind; continuing from a keyframe".into(),
-            });
-            let keyframe = self.keyframe_frame();
-            let keyframe = self.personal(keyframe);
-            let m = &mut self.members[i];
-            m.lagged = false;
-            for f in [lagged, keyframe] {
-                let _ = m.out.try_send(Outbound::Frame(f));
+            if self.members[i].out.capacity() >= 2 {
+                self.resync(i);
             }
             return;
         }
@@ -435,6 +435,20 @@ impl Actor {
         if let Err(mpsc::error::TrySendError::Full(_)) = m.out.try_send(out) {
             tracing::debug!(session_id = %self.id, client_id = %m.client_id, "viewer lagging");
             m.lagged = true;
+        }
+    }
+
+    /// `PTY_OUTPUT_LAGGED` and a fresh keyframe for member `i`, in place of what it missed.
+    fn resync(&mut self, i: usize) {
+        let lagged = self.personal(SessionFrame::Error {
+            code: PtyErrorCode::PtyOutputLagged,
+            message: "this viewer fell behind; continuing from a keyframe".into(),
+        });
+        let keyframe = self.personal_keyframe();
+        let m = &mut self.members[i];
+        m.lagged = false;
+        for f in [lagged, keyframe] {
+            let _ = m.out.try_send(Outbound::Frame(f));
         }
     }
 

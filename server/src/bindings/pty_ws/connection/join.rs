@@ -25,7 +25,7 @@ impl Connection {
             ))
         } else {
             member
-                ._guard
+                .guard
                 .handle
                 .ask(|reply| make(member.client_id.clone(), reply))
                 .await
@@ -124,7 +124,7 @@ impl Connection {
             client_id: joined.client_id.clone(),
             role: joined.role,
             out,
-            _guard: LeaveOnDrop {
+            guard: LeaveOnDrop {
                 handle,
                 client_id: Some(joined.client_id.clone()),
             },
@@ -231,9 +231,9 @@ impl Connection {
 
     pub(super) async fn leave(&mut self, sink: &mut Sink) -> Next {
         if let Some(mut member) = self.member.take() {
-            let client_id = member._guard.client_id.take().unwrap_or_default();
+            let client_id = member.guard.client_id.take().unwrap_or_default();
             let last = member
-                ._guard
+                .guard
                 .handle
                 .ask(|r| Command::Leave(client_id, Some(r)))
                 .await;
