@@ -142,6 +142,8 @@ impl Connection {
             // handshake, which may wait for a slow client.
             drop(self);
             finish(&mut sink, &mut stream).await;
+            drop((sink, stream));
+            crate::sys::release_memory_soon();
             tracing::info!("detached");
         }
         .instrument(span)
