@@ -175,10 +175,7 @@ async fn main() -> anyhow::Result<()> {
     let python = PathBuf::from(args.next().ok_or_else(|| {
         anyhow::anyhow!("usage: a2a_bench PYTHON [PTYHOST_BIN] [SECS] [CONCURRENCY]")
     })?);
-    let bin = args.next().map(PathBuf::from).unwrap_or_else(|| {
-        let exe = std::env::current_exe().unwrap();
-        exe.parent().unwrap().parent().unwrap().join("ptyhost")
-    });
+    let bin = common::ptyhost_bin(args.next());
     let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5.0);
     let concurrency: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(16);
     let dir = tempfile::tempdir()?;

@@ -10,13 +10,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const TOKEN: &str = "bench-admin-token";
 const FLOOD: &str = "i=0; while :; do i=$((i+1)); echo flood-line-$i; done";
@@ -24,10 +22,7 @@ const FLOOD: &str = "i=0; while :; do i=$((i+1)); echo flood-line-$i; done";
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let bin = args.next().map(PathBuf::from).unwrap_or_else(|| {
-        let exe = std::env::current_exe().unwrap();
-        exe.parent().unwrap().parent().unwrap().join("ptyhost")
-    });
+    let bin = common::ptyhost_bin(args.next());
     let floods: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(4);
     let rounds: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5);
     let http = reqwest::Client::new();
@@ -36,19 +31,8 @@ async fn main() -> anyhow::Result<()> {
         let (mut child, addr) = common::start_server(&bin, dir.path(), TOKEN, &[]).await?;
         let mut viewers = Vec::new();
         for _ in 0..floods {
-            let created: Value = http
-                .post(format!("http://{addr}/sessions"))
-                .bearer_auth(TOKEN)
-                .json(&json!({ "command": FLOOD }))
-                .send()
-                .await?
-                .json()
-                .await?;
-            let sid = created["session_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let stream = watch(&addr, &sid, None).await?;
+            let sid = common::command_session(&http, &addr, TOKEN, FLOOD).await?;
+            let stream = common::observe(&addr, &sid, TOKEN, None).await?;
             viewers.push((sid, tokio::spawn(last_seen(stream, Duration::from_secs(2)))));
         }
         let rss = child.id().map_or(0.0, common::rss_mib);
@@ -83,29 +67,8 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// An observer of session `sid`, joined with `replay_from` when given.
-async fn watch(addr: &str, sid: &str, replay_from: Option<u64>) -> anyhow::Result<Ws> {
-    use futures_util::SinkExt;
-    let mut req = format!("ws://{addr}/sessions/{sid}/attach").into_client_request()?;
-    req.headers_mut()
-        .insert("Authorization", format!("Bearer {TOKEN}").parse()?);
-    req.headers_mut()
-        .insert("Sec-WebSocket-Protocol", "pty-ws.v1".parse()?);
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
-    let mut join = json!({ "op": "pty.join_session", "id": "j", "ts": "2026-12-01T00:00:00Z",
-        "payload": { "role": "observer" } });
-    if let Some(from) = replay_from {
-        join["replay_from"] = json!(from);
-    }
-    ws.send(Message::Text(join.to_string().into())).await?;
-    Ok(ws)
-}
-
 /// The sequence and time (ms) of the last frame `ws` is sent within `span`.
-async fn last_seen(mut ws: Ws, span: Duration) -> anyhow::Result<(u64, i64)> {
+async fn last_seen(mut ws: common::Ws, span: Duration) -> anyhow::Result<(u64, i64)> {
     let end = Instant::now() + span;
     let mut last = (0, 0);
     while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(end.into(), ws.next()).await {
@@ -121,7 +84,7 @@ async fn last_seen(mut ws: Ws, span: Duration) -> anyhow::Result<(u64, i64)> {
 
 /// The last stored frame at or before `upto` of session `sid`: its sequence and time.
 async fn last_stored(addr: &str, sid: &str, upto: u64) -> anyhow::Result<Option<(u64, i64)>> {
-    let mut ws = watch(addr, sid, Some(0)).await?;
+    let mut ws = common::observe(addr, sid, TOKEN, Some(0)).await?;
     let mut last = None;
     while let Ok(Some(Ok(msg))) = tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
         if let Message::Text(t) = msg {

@@ -8,13 +8,9 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use futures_util::StreamExt;
 
 const TOKEN: &str = "bench-admin-token";
 const STEADY: &str = "while :; do cat /etc/services; sleep 0.05; done";
@@ -22,10 +18,7 @@ const STEADY: &str = "while :; do cat /etc/services; sleep 0.05; done";
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let bin = args.next().map(PathBuf::from).unwrap_or_else(|| {
-        let exe = std::env::current_exe().unwrap();
-        exe.parent().unwrap().parent().unwrap().join("ptyhost")
-    });
+    let bin = common::ptyhost_bin(args.next());
     let viewers: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(300);
     let cycles: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5);
     let dir = tempfile::tempdir()?;
@@ -39,32 +32,13 @@ async fn main() -> anyhow::Result<()> {
     ];
     let (child, addr) = common::start_server(&bin, dir.path(), TOKEN, &flags).await?;
     let rss = || child.id().map_or(0.0, common::rss_mib);
-    let created: Value = reqwest::Client::new()
-        .post(format!("http://{addr}/sessions"))
-        .bearer_auth(TOKEN)
-        .json(&json!({ "command": STEADY }))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let sid = created["session_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let sid = common::command_session(&reqwest::Client::new(), &addr, TOKEN, STEADY).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     println!("baseline: server RSS {:.1} MiB", rss());
     for cycle in 1..=cycles {
         let mut readers = Vec::new();
         for _ in 0..viewers {
-            let mut req = format!("ws://{addr}/sessions/{sid}/attach").into_client_request()?;
-            req.headers_mut()
-                .insert("Authorization", format!("Bearer {TOKEN}").parse()?);
-            req.headers_mut()
-                .insert("Sec-WebSocket-Protocol", "pty-ws.v1".parse()?);
-            let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
-            let join = json!({ "op": "pty.join_session", "id": "j",
-                "ts": "2026-12-01T00:00:00Z", "payload": { "role": "observer" } });
-            ws.send(Message::Text(join.to_string().into())).await?;
+            let mut ws = common::observe(&addr, &sid, TOKEN, None).await?;
             readers.push(tokio::spawn(async move {
                 let end = tokio::time::Instant::now() + Duration::from_secs(3);
                 while let Ok(Some(Ok(_))) = tokio::time::timeout_at(end, ws.next()).await {}

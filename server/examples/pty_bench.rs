@@ -13,7 +13,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -41,10 +40,7 @@ type Ws =
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let bin = args.next().map(PathBuf::from).unwrap_or_else(|| {
-        let exe = std::env::current_exe().unwrap();
-        exe.parent().unwrap().parent().unwrap().join("ptyhost")
-    });
+    let bin = common::ptyhost_bin(args.next());
     let mib: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(64);
     let viewers: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(100);
     let dir = tempfile::tempdir()?;

@@ -10,7 +10,6 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -38,10 +37,7 @@ struct Tally {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let bin = args.next().map(PathBuf::from).unwrap_or_else(|| {
-        let exe = std::env::current_exe().unwrap();
-        exe.parent().unwrap().parent().unwrap().join("ptyhost")
-    });
+    let bin = common::ptyhost_bin(args.next());
     let connections: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1100);
     let secs: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(15);
     let dir = tempfile::tempdir()?;

@@ -558,9 +558,7 @@ async fn tokens_never_reach_the_logs() {
     let mut s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
     let control = s.token("pty:control", None).await;
-    let (_, link) = s
-        .post(&format!("/sessions/{sid}/share"), ADMIN, json!({}))
-        .await;
+    let link = s.share(&sid, json!({})).await;
     let share = link["token"].as_str().unwrap().to_owned();
     let mut c = s.attach(&sid, &control).await;
     c.join("controller").await;
@@ -600,13 +598,7 @@ async fn tokens_never_reach_the_logs() {
 async fn the_audit_log_records_attaches_denied_writes_role_changes_and_link_use_never_tokens() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
-    let (_, link) = s
-        .post(
-            &format!("/sessions/{sid}/share"),
-            ADMIN,
-            json!({ "label": "for bob" }),
-        )
-        .await;
+    let link = s.share(&sid, json!({ "label": "for bob" })).await;
     let share_token = link["token"].as_str().unwrap().to_owned();
     let link_id = link["id"].as_str().unwrap().to_owned();
 

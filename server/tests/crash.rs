@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const FLOOD: &str = "i=0; while :; do i=$((i+1)); echo flood-line-$i; done";
 
@@ -25,19 +25,6 @@ async fn watch_for(c: &mut Client, span: Duration) -> BTreeMap<u64, Value> {
         }
     }
     seen
-}
-
-/// The frames a replay from `from` gives on a closed session, up to its goodbye.
-async fn replay_closed(s: &TestServer, sid: &str, from: u64) -> Vec<Value> {
-    let mut c = s.attach(sid, ADMIN).await;
-    c.send_env(
-        "pty.join_session",
-        json!({ "role": "observer" }),
-        json!({ "replay_from": from }),
-    )
-    .await;
-    let (_, frames) = c.until_close().await;
-    frames
 }
 
 #[tokio::test]
@@ -60,7 +47,7 @@ async fn after_a_sigkill_during_floods_no_sequence_a_viewer_saw_is_reused() {
         "the recovered session numbers on above {last}: {closed:?}"
     );
     for from in [first, (first + last) / 2, last - 1, last] {
-        let frames = replay_closed(&s, &sids[0], from).await;
+        let frames = s.replay_closed(&sids[0], from).await;
         let numbered: Vec<&Value> = frames.iter().filter(|f| f["sequence"].is_u64()).collect();
         assert!(
             numbered.iter().any(|f| kind(f) == "Closed"),

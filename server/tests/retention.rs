@@ -19,18 +19,6 @@ async fn session(s: &TestServer, sid: &str) -> wire::control::Session {
     serde_json::from_value(s.session(sid).await).unwrap()
 }
 
-/// Joins a closed session from `from`; the frames up to its goodbye.
-async fn replay(s: &TestServer, sid: &str, from: u64) -> Vec<Value> {
-    let mut c = s.attach(sid, ADMIN).await;
-    c.send_env(
-        "pty.join_session",
-        json!({ "role": "observer" }),
-        json!({ "replay_from": from }),
-    )
-    .await;
-    c.until_close().await.1
-}
-
 fn refused_out_of_range(frames: &[Value]) -> bool {
     frames
         .iter()
@@ -55,8 +43,8 @@ async fn a_session_over_its_byte_cap_loses_its_oldest_frames_and_its_floor_moves
     let closed = session(&s, &sid).await;
     assert!(closed.replay_floor > 0, "{closed:?}");
 
-    assert!(refused_out_of_range(&replay(&s, &sid, 0).await));
-    let kept = replay(&s, &sid, closed.replay_floor).await;
+    assert!(refused_out_of_range(&s.replay_closed(&sid, 0).await));
+    let kept = s.replay_closed(&sid, closed.replay_floor).await;
     assert!(!refused_out_of_range(&kept));
     let bytes: usize = kept
         .iter()
@@ -96,7 +84,7 @@ async fn a_closed_sessions_frames_and_tasks_go_after_the_closed_retention() {
     .await;
     let gone = session(&s, &sid).await;
     assert_eq!(gone.replay_floor, gone.current_sequence, "{gone:?}");
-    assert!(refused_out_of_range(&replay(&s, &sid, 0).await));
+    assert!(refused_out_of_range(&s.replay_closed(&sid, 0).await));
 }
 
 #[tokio::test]
@@ -119,6 +107,6 @@ async fn past_the_store_bound_the_oldest_closed_sessions_history_goes_first() {
     let newest = session(&s, &sids[3]).await;
     assert!(newest.replay_floor < newest.current_sequence, "{newest:?}");
     assert!(!refused_out_of_range(
-        &replay(&s, &sids[3], newest.replay_floor).await
+        &s.replay_closed(&sids[3], newest.replay_floor).await
     ));
 }

@@ -90,13 +90,7 @@ async fn revoking_a_control_token_cuts_its_open_connection_with_4401_within_a_se
 async fn an_expired_share_links_viewer_is_cut() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
-    let (_, link) = s
-        .post(
-            &format!("/sessions/{sid}/share"),
-            ADMIN,
-            json!({ "ttl_secs": 1 }),
-        )
-        .await;
+    let link = s.share(&sid, json!({ "ttl_secs": 1 })).await;
     let mut viewer = s.attach(&sid, link["token"].as_str().unwrap()).await;
     viewer.join("observer").await;
     let (code, frames, took) = cut(&mut viewer, Instant::now()).await;
@@ -110,9 +104,7 @@ async fn an_expired_share_links_viewer_is_cut() {
 async fn revoking_a_share_link_disconnects_its_viewer() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
-    let (_, link) = s
-        .post(&format!("/sessions/{sid}/share"), ADMIN, json!({}))
-        .await;
+    let link = s.share(&sid, json!({})).await;
     let mut viewer = s.attach(&sid, link["token"].as_str().unwrap()).await;
     viewer.join("observer").await;
     let link_id = link["id"].as_str().unwrap();

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::*;
-use serde_json::json;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{Connection, SqliteConnection};
 
@@ -74,14 +73,7 @@ async fn a_store_that_refuses_writes_turns_readyz_red_and_leaves_no_silent_repla
 
     let live = live.await.unwrap();
     s.wait_closed(&sid).await;
-    let mut c = s.attach(&sid, ADMIN).await;
-    c.send_env(
-        "pty.join_session",
-        json!({ "role": "observer" }),
-        json!({ "replay_from": 0 }),
-    )
-    .await;
-    let (_, frames) = c.until_close().await;
+    let frames = s.replay_closed(&sid, 0).await;
     let stored: BTreeMap<u64, Vec<u8>> = frames
         .iter()
         .filter(|f| kind(f) == "Output")

@@ -1,4 +1,65 @@
-//! What the benchmarks share: starting ptyhost, reading a process's resident memory.
+//! What the benchmarks share: which ptyhost to measure, starting it, observing a session,
+//! reading a process's resident memory. (Each example uses some of it.)
+#![allow(dead_code)]
+
+use futures_util::SinkExt;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The ptyhost binary to measure: `arg`, else the release binary beside the example.
+pub fn ptyhost_bin(arg: Option<String>) -> std::path::PathBuf {
+    arg.map(std::path::PathBuf::from).unwrap_or_else(|| {
+        let exe = std::env::current_exe().unwrap();
+        exe.parent().unwrap().parent().unwrap().join("ptyhost")
+    })
+}
+
+/// Starts a session running `command` through the server at `addr`; its id.
+pub async fn command_session(
+    http: &reqwest::Client,
+    addr: &str,
+    token: &str,
+    command: &str,
+) -> anyhow::Result<String> {
+    let created: serde_json::Value = http
+        .post(format!("http://{addr}/sessions"))
+        .bearer_auth(token)
+        .json(&json!({ "command": command }))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let sid = created["session_id"].as_str();
+    sid.map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("no session: {created}"))
+}
+
+/// An observer of session `sid` on `addr` with admin `token`, joined (resuming after
+/// `replay_from` when given).
+pub async fn observe(
+    addr: &str,
+    sid: &str,
+    token: &str,
+    replay_from: Option<u64>,
+) -> anyhow::Result<Ws> {
+    let mut req = format!("ws://{addr}/sessions/{sid}/attach").into_client_request()?;
+    req.headers_mut()
+        .insert("Authorization", format!("Bearer {token}").parse()?);
+    req.headers_mut()
+        .insert("Sec-WebSocket-Protocol", "pty-ws.v1".parse()?);
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
+    let mut join = json!({ "op": "pty.join_session", "id": "j", "ts": "2026-12-01T00:00:00Z",
+        "payload": { "role": "observer" } });
+    if let Some(from) = replay_from {
+        join["replay_from"] = json!(from);
+    }
+    ws.send(Message::Text(join.to_string().into())).await?;
+    Ok(ws)
+}
 
 /// Resident memory of the process, in MiB (0 when it cannot be read).
 pub fn rss_mib(pid: u32) -> f64 {

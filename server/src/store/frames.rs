@@ -187,19 +187,29 @@ impl Store {
         let Some(floor) = floor else {
             return Ok(None);
         };
-        sqlx::query("DELETE FROM frames WHERE session_id = ? AND sequence <= ?")
-            .bind(session_id)
-            .bind(floor)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("UPDATE sessions SET replay_floor = ? WHERE id = ?")
-            .bind(floor)
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await?;
+        raise_floor(&mut tx, session_id, floor).await?;
         tx.commit().await?;
         Ok(Some(floor as u64))
     }
+}
+
+/// Drops session `id`'s frames up to `floor` and raises its replay floor to it.
+pub(super) async fn raise_floor(
+    tx: &mut sqlx::SqliteConnection,
+    id: &str,
+    floor: i64,
+) -> Result<()> {
+    sqlx::query("DELETE FROM frames WHERE session_id = ? AND sequence <= ?")
+        .bind(id)
+        .bind(floor)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE sessions SET replay_floor = max(replay_floor, ?) WHERE id = ?")
+        .bind(floor)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
 }
 
 impl Store {

@@ -33,16 +33,7 @@ impl Store {
         let Some(floor) = floor else {
             return Ok(None);
         };
-        sqlx::query("DELETE FROM frames WHERE session_id = ? AND sequence <= ?")
-            .bind(id)
-            .bind(floor)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("UPDATE sessions SET replay_floor = max(replay_floor, ?) WHERE id = ?")
-            .bind(floor)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        super::frames::raise_floor(&mut tx, id, floor).await?;
         tx.commit().await?;
         Ok(Some(floor as u64))
     }

@@ -272,6 +272,27 @@ impl TestServer {
     pub async fn attach(&self, sid: &str, token: &str) -> Client {
         Client::connect(&self.ws_url(sid), token).await
     }
+
+    /// Joins closed session `sid` from `replay_from`; every frame up to its goodbye.
+    pub async fn replay_closed(&self, sid: &str, replay_from: u64) -> Vec<Value> {
+        let mut c = self.attach(sid, ADMIN).await;
+        c.send_env(
+            "pty.join_session",
+            json!({ "role": "observer" }),
+            json!({ "replay_from": replay_from }),
+        )
+        .await;
+        c.until_close().await.1
+    }
+
+    /// Creates an observer link to `sid` with `body` (`ttl_secs`, `label`); the created link.
+    pub async fn share(&self, sid: &str, body: Value) -> Value {
+        let (status, link) = self
+            .post(&format!("/sessions/{sid}/share"), ADMIN, body)
+            .await;
+        assert_eq!(status, 201, "{link}");
+        link
+    }
 }
 
 impl Drop for TestServer {
