@@ -319,8 +319,8 @@ impl SessionArgs {
             "--keyframe-interval-frames must be at least 1"
         );
         anyhow::ensure!(
-            self.replay_max_bytes.as_u64() >= 64 * 1024,
-            "--replay-max-bytes must be at least 64KiB (one output frame)"
+            self.replay_max_bytes.as_u64() >= 1024 * 1024,
+            "--replay-max-bytes must be at least 1MiB (sixteen output frames)"
         );
         anyhow::ensure!(
             self.max_store_bytes.as_u64() >= 1024 * 1024,

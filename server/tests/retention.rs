@@ -37,8 +37,8 @@ async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
 
 #[tokio::test]
 async fn a_session_over_its_byte_cap_loses_its_oldest_frames_and_its_floor_moves() {
-    let s = TestServer::start(&["--replay-max-bytes", "256KiB"]).await;
-    let sid = s.command_session(&noise(2048)).await;
+    let s = TestServer::start(&["--replay-max-bytes", "1MiB"]).await;
+    let sid = s.command_session(&noise(3072)).await;
     s.wait_closed(&sid).await;
     let closed = session(&s, &sid).await;
     assert!(closed.replay_floor > 0, "{closed:?}");
@@ -52,8 +52,8 @@ async fn a_session_over_its_byte_cap_loses_its_oldest_frames_and_its_floor_moves
         .map(|f| output_bytes(f).len())
         .sum();
     assert!(
-        (64 * 1024..=320 * 1024).contains(&bytes),
-        "{bytes} bytes of output kept under a 256 KiB cap"
+        (256 * 1024..=1280 * 1024).contains(&bytes),
+        "{bytes} bytes of output kept under a 1 MiB cap"
     );
 }
 
