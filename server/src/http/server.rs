@@ -5,6 +5,7 @@
 //! turned away gets a short HTTP answer that says why, not a silent reset.
 
 use std::future::Future;
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -16,8 +17,9 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 use tower::ServiceExt as _;
 
 use crate::admission::{Admission, Admitted, Turned};
@@ -78,10 +80,7 @@ pub async fn serve(
                         match tls {
                             None => refuse(tcp, turned).await,
                             Some(acceptor) => {
-                                let handshake = acceptor.accept(tcp);
-                                if let Ok(Ok(io)) =
-                                    tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await
-                                {
+                                if let Ok(io) = handshake(acceptor, tcp).await {
                                     refuse(io, turned).await;
                                 }
                             }
@@ -112,12 +111,7 @@ pub async fn serve(
                         watcher.watch(conn).await
                     }
                     Some(acceptor) => {
-                        let handshake = acceptor.accept(tcp);
-                        let io = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-                            Ok(Ok(io)) => io,
-                            Ok(Err(e)) => return Err(e.into()),
-                            Err(_) => return Err("the TLS handshake timed out".into()),
-                        };
+                        let io = handshake(acceptor, tcp).await?;
                         let conn =
                             builder.serve_connection_with_upgrades(TokioIo::new(io), service);
                         watcher.watch(conn).await
@@ -139,6 +133,14 @@ pub async fn serve(
     {
         tracing::warn!("some HTTP connections did not finish in time");
     }
+}
+
+/// A connection's TLS handshake, bounded by `HANDSHAKE_TIMEOUT`.
+async fn handshake(acceptor: TlsAcceptor, tcp: TcpStream) -> io::Result<TlsStream<TcpStream>> {
+    let timed_out = |_| io::Error::new(io::ErrorKind::TimedOut, "the TLS handshake timed out");
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
+        .await
+        .map_err(timed_out)?
 }
 
 /// Answers a turned-away connection: 503 when the server is full, 429 when its address
