@@ -87,7 +87,8 @@ impl Admission {
     }
 
     /// Connections open now.
-    pub fn open(&self) -> usize {
+    #[cfg(test)]
+    fn open(&self) -> usize {
         self.inner.counts.lock().unwrap().open
     }
 
