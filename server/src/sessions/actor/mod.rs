@@ -210,6 +210,7 @@ impl Actor {
         input_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let task_kill = self.shell.as_ref().and_then(|s| s.state.kill_at());
+            let readable = self.may_read();
             let wake = [drain_until, kill_at, task_kill]
                 .into_iter()
                 .flatten()
@@ -225,14 +226,14 @@ impl Actor {
                         kill_at = Some(Instant::now() + KILL_GRACE);
                     }
                 }
-                chunk = output.recv(), if !eof && self.may_read() => match chunk {
+                chunk = output.recv(), if !eof && readable => match chunk {
                     Some(first) => {
                         let data = gather(first, &mut output).await;
                         self.output(data);
                     }
                     None => eof = true,
                 },
-                _ = self.persisted.changed(), if !eof && !self.may_read() => {}
+                _ = self.persisted.changed(), if !eof && !readable => {}
                 status = &mut exit, if exited.is_none() => {
                     exited = Some(status.unwrap_or(Exit { code: None }));
                     drain_until = Some(Instant::now() + EXIT_DRAIN);
