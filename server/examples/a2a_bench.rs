@@ -77,7 +77,7 @@ impl Target {
 
     /// Resident memory of the server process, in MiB.
     fn rss_mib(&self) -> f64 {
-        self.child.id().map_or(0.0, common::rss_mib)
+        self.child.id().map_or(0.0, common::proc::rss_mib)
     }
 }
 

@@ -35,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
             let stream = common::observe(&addr, &sid, TOKEN, None).await?;
             viewers.push((sid, tokio::spawn(last_seen(stream, Duration::from_secs(2)))));
         }
-        let rss = child.id().map_or(0.0, common::rss_mib);
+        let rss = child.id().map_or(0.0, common::proc::rss_mib);
         let mut seen = Vec::new();
         for (sid, v) in viewers {
             seen.push((sid, v.await??));

@@ -31,7 +31,7 @@ async fn main() -> anyhow::Result<()> {
         "1000",
     ];
     let (child, addr) = common::start_server(&bin, dir.path(), TOKEN, &flags).await?;
-    let rss = || child.id().map_or(0.0, common::rss_mib);
+    let rss = || child.id().map_or(0.0, common::proc::rss_mib);
     let sid = common::command_session(&reqwest::Client::new(), &addr, TOKEN, STEADY).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     println!("baseline: server RSS {:.1} MiB", rss());

@@ -25,7 +25,8 @@ use tokio::io::AsyncBufReadExt;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use common::{rss_mib, start_server};
+use common::proc::rss_mib;
+use common::start_server;
 
 const TOKEN: &str = "bench-admin-token";
 const ECHO_ROUNDS: usize = 500;

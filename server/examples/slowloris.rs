@@ -42,7 +42,7 @@ async fn main() -> anyhow::Result<()> {
     let secs: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(15);
     let dir = tempfile::tempdir()?;
     let (child, addr) = common::start_server(&bin, dir.path(), TOKEN, &[]).await?;
-    let rss = || child.id().map_or(0.0, common::rss_mib);
+    let rss = || child.id().map_or(0.0, common::proc::rss_mib);
     let addr: SocketAddr = addr.parse()?;
     let phase = Duration::from_secs(secs);
 

@@ -61,17 +61,8 @@ pub async fn observe(
     Ok(ws)
 }
 
-/// Resident memory of the process, in MiB (0 when it cannot be read).
-pub fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
-}
+#[path = "../../tests/common/proc.rs"]
+pub mod proc;
 
 /// Starts `ptyhost serve` on a free loopback port with a store in `dir`, admin token
 /// `token` and `flags`; the child and the address it listens on.

@@ -193,6 +193,16 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Drops session `id`'s frames up to `floor` and raises its replay floor to it.
+    pub async fn raise_replay_floor(&self, id: &str, floor: u64) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        raise_floor(&mut tx, id, floor as i64).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
 /// Drops session `id`'s frames up to `floor` and raises its replay floor to it.
 pub(super) async fn raise_floor(
     tx: &mut sqlx::SqliteConnection,

@@ -14,19 +14,19 @@ use std::borrow::Cow;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row, SqlitePool};
+use tokio::sync::watch;
 
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
     /// The last write that had to be retried has not succeeded yet.
-    refusing: Arc<AtomicBool>,
+    refusing: Arc<watch::Sender<bool>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -105,7 +105,7 @@ impl Store {
             .context("applying migrations")?;
         Ok(Store {
             pool,
-            refusing: Arc::default(),
+            refusing: Arc::new(watch::Sender::new(false)),
         })
     }
 
@@ -121,11 +121,11 @@ impl Store {
         loop {
             match write().await {
                 Ok(done) => {
-                    self.refusing.store(false, Ordering::Relaxed);
+                    self.set_refusing(false);
                     return done;
                 }
                 Err(e) => {
-                    self.refusing.store(true, Ordering::Relaxed);
+                    self.set_refusing(true);
                     tracing::warn!(error = %format!("{e:#}"), attempt, "{what} failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(1));
@@ -135,9 +135,19 @@ impl Store {
         }
     }
 
+    fn set_refusing(&self, refusing: bool) {
+        self.refusing
+            .send_if_modified(|r| std::mem::replace(r, refusing) != refusing);
+    }
+
     /// Whether the store refuses writes now (a full disk, a read-only file).
     pub fn refusing_writes(&self) -> bool {
-        self.refusing.load(Ordering::Relaxed)
+        *self.refusing.borrow()
+    }
+
+    /// Follows `refusing_writes` as it changes.
+    pub fn refusal(&self) -> watch::Receiver<bool> {
+        self.refusing.subscribe()
     }
 
     pub async fn ping(&self) -> Result<()> {

@@ -18,6 +18,9 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+mod proc;
+pub use proc::rss_mib;
+
 pub const ADMIN: &str = "test-admin-token-0123456789";
 pub const WAIT: Duration = Duration::from_secs(10);
 
@@ -184,6 +187,11 @@ impl TestServer {
         let mut next = TestServer::start_in(&self.dir, args).await;
         self.child = next.child.take();
         self.addr = next.addr.clone();
+    }
+
+    /// The server's resident memory, in MiB.
+    pub fn rss_mib(&self) -> f64 {
+        rss_mib(self.child.as_ref().and_then(|c| c.id()).expect("running"))
     }
 
     pub fn stderr(&self) -> String {

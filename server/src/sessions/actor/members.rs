@@ -90,10 +90,23 @@ impl Actor {
     }
 
     /// Which retained frames follow `after`; the store holds what the ring no longer does.
+    /// Output the store refused is not replayable: what the backlog shed, and what the ring
+    /// evicted while it waits for the store.
     pub(super) fn replay_plan(&self, after: u64) -> Replay {
         let current = self.seq;
         let ring_oldest = self.ring.oldest();
-        let floor = self.persisted.borrow().floor;
+        let persisted = *self.persisted.borrow();
+        let waiting = ring_oldest
+            .filter(|&o| o > persisted.upto + 1)
+            .map(|o| o - 1);
+        let floor = [
+            persisted.floor,
+            self.persist.lost_upto(),
+            waiting.unwrap_or(0),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
         if !crate::sessions::replay::replayable(after, floor, current) {
             return Replay::OutOfRange { floor, current };
         }
@@ -154,7 +167,7 @@ impl Actor {
             .map_err(|e| format!("resize failed: {e}"))?;
         self.screen.resize(cols, rows);
         self.broadcast(SessionFrame::Resize { cols, rows }, None);
-        let _ = self.persist.send(Persist::Size(cols, rows));
+        self.persist.send(Persist::Size(cols, rows));
         self.publish_status();
         Ok(())
     }

@@ -20,6 +20,7 @@ use wire::{
     SessionFrame,
 };
 
+mod backlog;
 mod members;
 mod persist;
 mod shell;
@@ -78,6 +79,9 @@ const RESERVE_HEADROOM: u64 = 1024;
 /// refuses writes stalls the program instead of losing what it printed.
 const MAX_UNPERSISTED: u64 = 8;
 const MAX_BEHIND_MS: i64 = 20;
+/// While the store refuses writes, the PTY is read on and at most this many bytes of
+/// output wait for it; older output is lost from replay (see `backlog`).
+const BACKLOG_BYTES: usize = 16 * 1024 * 1024;
 
 pub struct Start {
     pub id: String,
@@ -108,7 +112,8 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         rows,
     });
     let last_sequence = Arc::new(AtomicU64::new(s.resumed.sequence));
-    let (persist, persist_rx) = mpsc::unbounded_channel();
+    let (persist, persist_rx) = backlog::channel();
+    let refusing = s.store.refusal();
     let (persisted_tx, persisted) = watch::channel(Persisted {
         upto: s.resumed.sequence,
         floor: s.resumed.replay_floor,
@@ -135,6 +140,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         had_controller: false,
         persist,
         persisted: persisted.clone(),
+        refusing,
         status: status_tx,
         outputs_since_keyframe: 0,
         last_keyframe: Instant::now(),
@@ -181,8 +187,10 @@ struct Actor {
     last_sequence: Arc<AtomicU64>,
     members: Vec<Member>,
     had_controller: bool,
-    persist: mpsc::UnboundedSender<Persist>,
+    persist: backlog::Sender,
     persisted: watch::Receiver<Persisted>,
+    /// The store refuses writes: output is read on regardless, within `BACKLOG_BYTES`.
+    refusing: watch::Receiver<bool>,
     status: watch::Sender<LiveStatus>,
     outputs_since_keyframe: u64,
     last_keyframe: Instant,
@@ -234,6 +242,7 @@ impl Actor {
                     None => eof = true,
                 },
                 _ = self.persisted.changed(), if !eof && !readable => {}
+                _ = self.refusing.changed(), if !eof && !readable => {}
                 status = &mut exit, if exited.is_none() => {
                     exited = Some(status.unwrap_or(Exit { code: None }));
                     drain_until = Some(Instant::now() + EXIT_DRAIN);
@@ -333,7 +342,7 @@ impl Actor {
         self.last_sequence.store(self.seq, Ordering::Release);
         if self.seq + RESERVE_AHEAD / 2 > self.requested {
             self.requested = self.seq + RESERVE_AHEAD;
-            let _ = self.persist.send(Persist::Reserve(self.requested));
+            self.persist.send(Persist::Reserve(self.requested));
         }
         if self.seq > self.persisted.borrow().reserved {
             tracing::warn!(session_id = %self.id, seq = self.seq, "a sequence beyond the store's reservation was handed out");
@@ -342,13 +351,14 @@ impl Actor {
     }
 
     /// Whether the PTY may be read now: the store has reserved sequences for its output
-    /// and keeps up with it.
+    /// and keeps up with it, or refuses writes (then output is read on, and what waits for
+    /// the store is bounded instead).
     fn may_read(&self) -> bool {
         let persisted = *self.persisted.borrow();
         if self.seq + RESERVE_HEADROOM >= persisted.reserved {
             return false;
         }
-        if self.seq - persisted.upto.min(self.seq) < MAX_UNPERSISTED {
+        if *self.refusing.borrow() || self.seq - persisted.upto.min(self.seq) < MAX_UNPERSISTED {
             return true;
         }
         let oldest = self.ring.after(persisted.upto).next();
@@ -409,11 +419,20 @@ impl Actor {
         }
     }
 
-    /// Keeps a numbered frame for replay: in the ring, and in the store behind.
+    /// Keeps a numbered frame for replay: in the ring, and in the store behind. While the
+    /// store refuses writes, both are bounded instead: the ring evicts frames not yet
+    /// persisted, and the backlog sheds its oldest.
     fn retain(&mut self, frame: Frame) {
+        let refusing = *self.refusing.borrow();
         self.ring.push(frame.clone());
-        self.ring.evict(self.persisted.borrow().upto);
-        let _ = self.persist.send(Persist::Frame(frame));
+        self.ring.evict(match refusing {
+            true => u64::MAX,
+            false => self.persisted.borrow().upto,
+        });
+        self.persist.send(Persist::Frame(frame));
+        if refusing {
+            self.persist.shed(BACKLOG_BYTES);
+        }
     }
 
     /// A frame for one member only: numbered from the shared counter, never retained.
@@ -605,7 +624,7 @@ impl Actor {
         self.farewell(&[keyframe, closed], goodbye);
         self.publish_status();
         let (done, flushed) = oneshot::channel();
-        let _ = self.persist.send(Persist::Close {
+        self.persist.send(Persist::Close {
             exit_code: exit.code,
             reason,
             done,
@@ -649,7 +668,7 @@ impl Actor {
         let keyframe = self.broadcast(keyframe, None);
         self.farewell(&[keyframe], "server_shutdown");
         let (done, flushed) = oneshot::channel();
-        let _ = self.persist.send(Persist::Flush(done));
+        self.persist.send(Persist::Flush(done));
         let _ = flushed.await;
         tracing::info!(session_id = %self.id, "detached from a managed session; it goes on");
         self.registry.retire(&self.id);

@@ -26,6 +26,9 @@ pub(super) enum Persist {
     },
 }
 
+/// At most this many bytes of frames go into one batch.
+const BATCH_BYTES: usize = 4 * 1024 * 1024;
+
 /// Persists frames in batches, the session's size and its close; prunes frames outside both
 /// retention bounds. A batch is what queued up within `BATCH_WINDOW` of its first frame (or
 /// while the last batch was written): typing then costs one transaction per burst, written
@@ -33,41 +36,51 @@ pub(super) enum Persist {
 pub(super) async fn write_behind(
     store: Store,
     id: String,
-    mut rx: mpsc::UnboundedReceiver<Persist>,
+    rx: backlog::Receiver,
     persisted: watch::Sender<Persisted>,
     settings: Settings,
 ) {
-    let mut frames: Vec<Frame> = Vec::new();
+    let stored = store.session_bytes(&id).await.unwrap_or(0);
+    let mut w = Writer {
+        store,
+        id,
+        backlog: rx,
+        persisted,
+        frames: Vec::new(),
+        stored,
+    };
     let mut last_prune = Instant::now();
     let mut since_prune = 0usize;
-    // The bytes this session's frames take in the store.
-    let mut stored = store.session_bytes(&id).await.unwrap_or(0);
-    while let Some(first) = rx.recv().await {
+    while let Some(first) = w.backlog.recv().await {
         if matches!(first, Persist::Frame(_)) {
             tokio::time::sleep(BATCH_WINDOW).await;
         }
         let mut ops = vec![first];
-        while ops.len() < 1024 {
-            match rx.try_recv() {
-                Ok(op) => ops.push(op),
-                Err(_) => break,
+        let mut bytes = 0;
+        while ops.len() < 1024 && bytes < BATCH_BYTES {
+            let Some(op) = w.backlog.try_recv() else {
+                break;
+            };
+            if let Persist::Frame(f) = &op {
+                bytes += f.size();
             }
+            ops.push(op);
         }
         for op in ops {
             match op {
                 Persist::Frame(f) => {
                     since_prune += 1;
-                    frames.push(f);
+                    w.frames.push(f);
                 }
-                Persist::Reserve(upto) => reserve(&store, &id, upto, &persisted).await,
+                Persist::Reserve(upto) => w.reserve(upto).await,
                 Persist::Flush(done) => {
-                    stored += flush(&store, &id, &mut frames, &persisted).await;
+                    w.flush().await;
                     let _ = done.send(());
                 }
                 Persist::Size(cols, rows) => {
-                    stored += flush(&store, &id, &mut frames, &persisted).await;
-                    if let Err(e) = store.set_session_size(&id, cols, rows).await {
-                        tracing::error!(session_id = %id, error = %e, "persisting size failed");
+                    w.flush().await;
+                    if let Err(e) = w.store.set_session_size(&w.id, cols, rows).await {
+                        tracing::error!(session_id = %w.id, error = %e, "persisting size failed");
                     }
                 }
                 Persist::Close {
@@ -75,107 +88,128 @@ pub(super) async fn write_behind(
                     reason,
                     done,
                 } => {
-                    stored += flush(&store, &id, &mut frames, &persisted).await;
-                    let last = persisted.borrow().upto;
-                    let reason = serde_json::to_value(reason)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default();
-                    if let Err(e) = store
-                        .close_session(&id, exit_code, &reason, last, clock::now_ms())
-                        .await
-                    {
-                        tracing::error!(session_id = %id, error = %e, "persisting close failed");
-                    }
+                    w.close(exit_code, reason).await;
                     let _ = done.send(());
                 }
             }
         }
-        stored += flush(&store, &id, &mut frames, &persisted).await;
+        w.flush().await;
         if since_prune >= settings.replay_frames || last_prune.elapsed() >= PRUNE_INTERVAL {
             last_prune = Instant::now();
             since_prune = 0;
-            prune(&store, &id, &persisted, &settings).await;
+            w.prune(&settings).await;
         }
         let cap = settings.replay_max_bytes.min(settings.budget.get());
-        if stored > cap {
-            stored = prune_to_bytes(&store, &id, cap, &persisted).await;
+        if w.stored > cap {
+            w.prune_to_bytes(cap).await;
         }
     }
 }
 
-/// Writes the batch; returns the bytes it takes in the store. A write the store refuses is
-/// retried (backing off up to a second) until it succeeds: the frames stay queued and
-/// unpersisted meanwhile, so the ring keeps them and the session's reads wait (see
-/// `MAX_UNPERSISTED`) instead of losing them.
-pub(super) async fn flush(
-    store: &Store,
-    id: &str,
-    frames: &mut Vec<Frame>,
-    persisted: &watch::Sender<Persisted>,
-) -> u64 {
-    let Some(last) = frames.last().map(|f| f.sequence) else {
-        return 0;
-    };
-    let first = frames[0].sequence;
-    let what = format!("persisting frames of session {id}");
-    let bytes = store
-        .until_written(&what, || store.insert_frames(id, frames))
-        .await;
-    tracing::trace!(session_id = %id, first, last, bytes, "persisted frames");
-    frames.clear();
-    persisted.send_modify(|p| p.upto = last);
-    bytes
+/// The write-behind's state: the batch being gathered and what the session's frames take in
+/// the store.
+struct Writer {
+    store: Store,
+    id: String,
+    backlog: backlog::Receiver,
+    persisted: watch::Sender<Persisted>,
+    frames: Vec<Frame>,
+    stored: u64,
 }
 
-/// Holds the session's stored frames to `cap` bytes: the oldest go (down to nine tenths of
-/// it, so this does not run at every batch) and the replay floor moves past them. Returns
-/// the bytes kept.
-async fn prune_to_bytes(
-    store: &Store,
-    id: &str,
-    cap: u64,
-    persisted: &watch::Sender<Persisted>,
-) -> u64 {
-    match store.prune_to_bytes(id, cap / 10 * 9).await {
-        Ok(Some(floor)) => {
-            tracing::debug!(session_id = %id, floor, cap, "pruned replay frames to the byte cap");
-            persisted.send_modify(|p| p.floor = p.floor.max(floor));
-        }
-        Ok(None) => {}
-        Err(e) => {
-            tracing::error!(session_id = %id, error = %e, "pruning frames to the byte cap failed")
+impl Writer {
+    /// Writes the batch. A write the store refuses is retried (backing off up to a second)
+    /// until it succeeds: the frames stay unpersisted meanwhile, so the ring keeps them.
+    /// Frames the backlog shed while the store was down are history lost: once the store
+    /// takes writes again, the replay floor moves past them, so replay reports that range
+    /// instead of handing out a gap.
+    async fn flush(&mut self) {
+        let (store, id) = (&self.store, self.id.as_str());
+        let Some(last) = self.frames.last().map(|f| f.sequence) else {
+            return;
+        };
+        let first = self.frames[0].sequence;
+        let what = format!("persisting frames of session {id}");
+        let frames = &self.frames;
+        let bytes = store
+            .until_written(&what, || store.insert_frames(id, frames))
+            .await;
+        tracing::trace!(session_id = %id, first, last, bytes, "persisted frames");
+        self.frames.clear();
+        self.stored += bytes;
+        self.persisted.send_modify(|p| p.upto = last);
+        let lost = self.backlog.lost_upto();
+        if lost > self.persisted.borrow().floor {
+            let what = format!("moving the replay floor of session {id} past lost frames");
+            store
+                .until_written(&what, || store.raise_replay_floor(id, lost))
+                .await;
+            tracing::warn!(session_id = %id, lost_upto = lost, "frames the store refused are lost from replay");
+            self.persisted.send_modify(|p| p.floor = p.floor.max(lost));
+            self.stored = store.session_bytes(id).await.unwrap_or(self.stored);
         }
     }
-    store.session_bytes(id).await.unwrap_or(cap)
-}
 
-/// Reserves sequences up to `upto`, retrying until the store takes it.
-async fn reserve(store: &Store, id: &str, upto: u64, persisted: &watch::Sender<Persisted>) {
-    let what = format!("reserving sequences of session {id}");
-    store
-        .until_written(&what, || store.reserve_sequences(id, upto))
-        .await;
-    persisted.send_modify(|p| p.reserved = p.reserved.max(upto));
-}
-
-pub(super) async fn prune(
-    store: &Store,
-    id: &str,
-    persisted: &watch::Sender<Persisted>,
-    settings: &Settings,
-) {
-    let upto = persisted
-        .borrow()
-        .upto
-        .saturating_sub(settings.replay_frames as u64);
-    let before = clock::now_ms() - settings.replay_retention.as_millis() as i64;
-    match store.prune_frames(id, upto, before).await {
-        Ok(Some(floor)) => {
-            tracing::debug!(session_id = %id, floor, "pruned replay frames");
-            persisted.send_modify(|p| p.floor = floor);
+    async fn close(&mut self, exit_code: Option<i32>, reason: CloseReason) {
+        self.flush().await;
+        let last = self.persisted.borrow().upto;
+        let reason = serde_json::to_value(reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        if let Err(e) = self
+            .store
+            .close_session(&self.id, exit_code, &reason, last, clock::now_ms())
+            .await
+        {
+            tracing::error!(session_id = %self.id, error = %e, "persisting close failed");
         }
-        Ok(None) => {}
-        Err(e) => tracing::error!(session_id = %id, error = %e, "pruning frames failed"),
+    }
+
+    /// Holds the session's stored frames to `cap` bytes: the oldest go (down to nine tenths
+    /// of it, so this does not run at every batch) and the replay floor moves past them.
+    async fn prune_to_bytes(&mut self, cap: u64) {
+        let id = self.id.as_str();
+        match self.store.prune_to_bytes(id, cap / 10 * 9).await {
+            Ok(Some(floor)) => {
+                tracing::debug!(session_id = %id, floor, cap, "pruned replay frames to the byte cap");
+                self.persisted.send_modify(|p| p.floor = p.floor.max(floor));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(session_id = %id, error = %e, "pruning frames to the byte cap failed")
+            }
+        }
+        self.stored = self.store.session_bytes(id).await.unwrap_or(cap);
+    }
+
+    /// Reserves sequences up to `upto`, retrying until the store takes it.
+    async fn reserve(&self, upto: u64) {
+        let (store, id) = (&self.store, self.id.as_str());
+        let what = format!("reserving sequences of session {id}");
+        store
+            .until_written(&what, || store.reserve_sequences(id, upto))
+            .await;
+        self.persisted
+            .send_modify(|p| p.reserved = p.reserved.max(upto));
+    }
+
+    /// Drops the frames outside both retention bounds (count and age).
+    async fn prune(&self, settings: &Settings) {
+        let id = self.id.as_str();
+        let upto = self
+            .persisted
+            .borrow()
+            .upto
+            .saturating_sub(settings.replay_frames as u64);
+        let before = clock::now_ms() - settings.replay_retention.as_millis() as i64;
+        match self.store.prune_frames(id, upto, before).await {
+            Ok(Some(floor)) => {
+                tracing::debug!(session_id = %id, floor, "pruned replay frames");
+                self.persisted.send_modify(|p| p.floor = p.floor.max(floor));
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(session_id = %id, error = %e, "pruning frames failed"),
+        }
     }
 }
