@@ -29,6 +29,11 @@ pub enum Event {
     /// An open connection or stream was cut because its token was revoked or expired
     /// (detail: what was cut, why).
     ConnectionCut,
+    /// A file was written into a session's working directory (detail: path, bytes, via).
+    FileWritten,
+    /// A file was read or a directory listed (detail: path, bytes or entries).
+    FileRead,
+    FileDeleted,
 }
 
 impl Event {
@@ -42,6 +47,9 @@ impl Event {
             Event::ShareLinkUsed => "share_link_used",
             Event::ShareLinkRevoked => "share_link_revoked",
             Event::ConnectionCut => "connection_cut",
+            Event::FileWritten => "file_written",
+            Event::FileRead => "file_read",
+            Event::FileDeleted => "file_deleted",
         }
     }
 }

@@ -241,6 +241,32 @@ pub struct SessionArgs {
     pub executor: crate::executor::Kind,
     #[command(flatten)]
     pub commerce: CommerceArgs,
+    #[command(flatten)]
+    pub files: FileArgs,
+}
+
+/// Files in and out of sessions (the files routes and a message's FileParts).
+#[derive(Debug, Clone, Args)]
+pub struct FileArgs {
+    /// The largest file one transfer may write (e.g. `256MiB`).
+    #[arg(long, env = "PTYHOST_MAX_FILE_BYTES", default_value = "256MiB")]
+    pub max_file_bytes: bytesize::ByteSize,
+    /// Observers (`pty:observe`, share links) may download files too.
+    #[arg(long, env = "PTYHOST_OBSERVER_DOWNLOADS")]
+    pub observer_downloads: bool,
+    /// A message's FilePart may name a URL (http or https) for ptyhost to fetch.
+    #[arg(long, env = "PTYHOST_FETCH_FILE_URLS")]
+    pub fetch_file_urls: bool,
+}
+
+impl FileArgs {
+    pub fn settings(&self) -> crate::files::Settings {
+        crate::files::Settings {
+            max_file_bytes: self.max_file_bytes.as_u64(),
+            observer_downloads: self.observer_downloads,
+            fetch_urls: self.fetch_file_urls,
+        }
+    }
 }
 
 /// The A202 commercial extension this agent declares and how it verifies what it receives.

@@ -17,6 +17,7 @@ pub mod commerce;
 pub mod config;
 pub mod executor;
 pub mod extensions;
+pub mod files;
 pub mod framing;
 pub mod http;
 pub mod json;

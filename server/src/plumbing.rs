@@ -39,6 +39,7 @@ pub struct AppInner {
     pub heartbeat_interval: Duration,
     pub heartbeat_timeout: Duration,
     pub limits: crate::limits::Limits,
+    pub files: crate::files::Settings,
     pub audit: crate::audit::Audit,
     /// The tokens of open connections, which are cut when their token stops being valid.
     pub revocations: crate::revocation::Revocations,

@@ -87,6 +87,32 @@ pub struct NewLink {
     pub expires_at: Option<String>,
 }
 
+/// What a directory entry is (`GET B/sessions/{sid}/files/{dir}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// One entry of a directory listing; `mode` is the permission bits, `mtime` RFC 3339.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub name: String,
+    pub size: u64,
+    pub mode: u32,
+    pub mtime: String,
+    pub kind: FileKind,
+}
+
+/// A directory listing, sorted by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileList {
+    pub entries: Vec<FileEntry>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

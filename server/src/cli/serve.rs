@@ -132,6 +132,7 @@ fn state(
         heartbeat_interval,
         heartbeat_timeout,
         limits: limits::Limits::new(args.limits()?),
+        files: args.session.files.settings(),
         audit: core.audit.clone(),
         revocations: Revocations::start(core.store.clone(), core.audit.clone()),
         shutdown,

@@ -4,6 +4,7 @@
 
 pub mod assets;
 mod body;
+mod files;
 pub mod server;
 mod sessions;
 
@@ -51,7 +52,15 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
         .route("/jsonrpc/", axum::routing::post(jsonrpc::endpoint))
         .layer(body::limit(body::MAX_BODY_BYTES, jsonrpc::too_large));
     let rest = rest::routes(&state).layer(body::limit(body::MAX_BODY_BYTES, rest::too_large));
-    let api = control.merge(rpc).merge(rest);
+    // Streamed both ways, held to --max-file-bytes by the handler, not buffered.
+    let files = Router::new()
+        .route("/sessions/{sid}/files", get(files::get))
+        .route("/sessions/{sid}/files/", get(files::get))
+        .route(
+            "/sessions/{sid}/files/{*path}",
+            get(files::get).put(files::put).delete(files::delete),
+        );
+    let api = control.merge(rpc).merge(rest).merge(files);
     let instance = api
         .clone()
         .route("/.well-known/agent-card.json", get(card::superset))

@@ -122,6 +122,22 @@ impl Tmux {
         self.run(&["has-session", "-t", &target]).await.is_ok()
     }
 
+    /// The directory the session's program is in now.
+    pub async fn current_path(&self, session_id: &str) -> Option<PathBuf> {
+        let target = format!("={}", Tmux::name(session_id));
+        let args = [
+            "display-message",
+            "-p",
+            "-t",
+            &target,
+            "#{pane_current_path}",
+        ];
+        let out = self.command().args(args).output().await.ok()?;
+        let path = String::from_utf8(out.stdout).ok()?;
+        let path = path.trim_end_matches('\n');
+        (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+    }
+
     /// Ends the program (its tmux session); the attached client then exits too.
     pub fn kill(&self, session_id: &str) {
         let target = format!("={}", Tmux::name(session_id));

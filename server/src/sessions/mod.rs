@@ -79,9 +79,20 @@ pub struct SessionHandle {
     status: watch::Receiver<LiveStatus>,
     last_sequence: Arc<AtomicU64>,
     persisted: watch::Receiver<actor::Persisted>,
+    /// The PTY's program (for a managed session, its tmux client).
+    pid: Option<u32>,
+    host: Host,
 }
 
 impl SessionHandle {
+    /// The directory the session's program is in now (it follows `cd`).
+    pub async fn working_dir(&self) -> Option<PathBuf> {
+        match &self.host {
+            Host::Tmux(tmux) => tmux.current_path(&self.id).await,
+            Host::Native => std::fs::read_link(format!("/proc/{}/cwd", self.pid?)).ok(),
+        }
+    }
+
     pub fn status(&self) -> LiveStatus {
         *self.status.borrow()
     }
@@ -398,6 +409,22 @@ impl Sessions {
             live,
             replay_floor,
         }
+    }
+
+    /// Where a session's files are: the directory its program is in now, or for one that
+    /// has ended, the one it started in (by default `$HOME`).
+    pub async fn working_dir(&self, view: &SessionView) -> Option<PathBuf> {
+        if let Some(dir) = match self.live(&view.row.id) {
+            Some(h) => h.working_dir().await,
+            None => None,
+        } {
+            return Some(dir);
+        }
+        view.row
+            .cwd
+            .as_ref()
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
     }
 
     /// Ends a running session; false when it is not running.

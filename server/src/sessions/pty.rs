@@ -152,6 +152,11 @@ impl Pty {
     /// Queues input for the process without waiting.
     /// Writes input now if the terminal takes it (and nothing is queued before it);
     /// whatever it does not take goes to the writer thread, in order.
+    /// The program's process id (for a managed session, the tmux client's).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
     pub fn write(&self, mut data: Vec<u8>) -> Result<(), InputError> {
         if self.queued.load(Ordering::Acquire) == 0 {
             match sys::write_now(&self.fd, &data) {

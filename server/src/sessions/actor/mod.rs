@@ -120,6 +120,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         reserved: s.resumed.reserved,
     });
     let requested = s.resumed.reserved;
+    let (pid, host) = (s.pty.pid(), s.host.clone());
     tasks.spawn(write_behind(
         s.store,
         s.id.clone(),
@@ -158,6 +159,8 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         status,
         last_sequence,
         persisted,
+        pid,
+        host,
     }
 }
 
