@@ -36,6 +36,55 @@ pub enum Command {
     /// The A202 commercial extension, client side: check a counterparty's capability, and
     /// send it an object over A2A or plain HTTPS once the check passes.
     A202(A202Args),
+    /// Put, get, list and remove files in a session's working directory over a running
+    /// server's files routes.
+    Files(FilesArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct FilesArgs {
+    /// The server (its base: the root, or `/agents/{instance_id}`).
+    #[arg(
+        long,
+        env = "PTYHOST_URL",
+        default_value = "http://127.0.0.1:3000",
+        global = true
+    )]
+    pub url: String,
+    /// Bearer token.
+    #[arg(long, env = "PTYHOST_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    #[command(subcommand)]
+    pub op: FilesOp,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum FilesOp {
+    /// Write PATH (relative to the session's working directory) from --from, else stdin.
+    Put {
+        session: String,
+        path: String,
+        #[arg(long)]
+        from: Option<PathBuf>,
+    },
+    /// Read PATH to --out, else stdout.
+    Get {
+        session: String,
+        path: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// List a directory (the working directory itself by default).
+    Ls {
+        session: String,
+        #[arg(default_value = "")]
+        path: String,
+        /// Print the listing as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a file.
+    Rm { session: String, path: String },
 }
 
 #[derive(Debug, Clone, Args)]

@@ -389,3 +389,48 @@ async fn a_revoked_token_a_foreign_session_and_an_oversized_file_are_refused() {
     );
     assert!(!dir.join("after").exists());
 }
+
+/// Runs `ptyhost files ARGS` against the server with the admin token, `stdin` piped in.
+async fn files_cli(s: &TestServer, args: &[&str], stdin: &[u8]) -> std::process::Output {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(bin())
+        .arg("files")
+        .args(args)
+        .args(["--url", &s.url(""), "--token", ADMIN])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin).await.unwrap();
+    drop(input);
+    child.wait_with_output().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_files_command_puts_lists_gets_and_removes_over_the_routes() {
+    let s = TestServer::start(&[]).await;
+    let (sid, dir) = session_in(&s, "work").await;
+    let out = files_cli(&s, &["put", &sid, "in dir/hello.txt"], b"hello\n").await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(dir.join("in dir/hello.txt")).unwrap(), b"hello\n");
+
+    let out = files_cli(&s, &["ls", &sid], b"").await;
+    let listing = String::from_utf8(out.stdout).unwrap();
+    assert!(listing.trim_end().ends_with("\tin dir/"), "{listing}");
+    let out = files_cli(&s, &["get", &sid, "in dir/hello.txt"], b"").await;
+    assert_eq!(out.stdout, b"hello\n");
+
+    let out = files_cli(&s, &["get", &sid, "../etc/passwd"], b"").await;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`..` is not allowed"), "{err}");
+    let out = files_cli(&s, &["get", &sid, "missing.txt"], b"").await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("404 NOT_FOUND"), "{err}");
+
+    let out = files_cli(&s, &["rm", &sid, "in dir/hello.txt"], b"").await;
+    assert!(out.status.success());
+    assert!(!dir.join("in dir/hello.txt").exists());
+}

@@ -3,6 +3,7 @@
 pub mod a202;
 pub mod a2a;
 mod core;
+pub mod files;
 pub mod serve;
 pub mod stdio;
 pub mod token;
@@ -23,6 +24,7 @@ pub async fn run(command: Command) -> ExitCode {
         Command::Serve(args) => serve::run(*args).await,
         Command::Token(args) => token::run(args).await,
         Command::A2a(args) => a2a::run(args).await,
+        Command::Files(args) => files::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
