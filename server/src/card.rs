@@ -120,11 +120,11 @@ pub fn v1_card(state: &AppState) -> Value {
         "skills": [{
             "id": "shell",
             "name": "Run a shell command",
-            "description": "Runs the message as one command line in a session's shell (contextId = session id; none starts a new shell). A data part may give {argv, cwd, env, timeout_secs}. The output is the artifact \"output\"; exit 0 completes the task, any other exit fails it with the exit code in metadata.",
-            "tags": ["shell", "command", "terminal"],
-            "examples": ["ls -la", "make test"],
-            "inputModes": ["text/plain", "application/json"],
-            "outputModes": ["text/plain"],
+            "description": "Runs the message as one command line in a session's shell (contextId = session id; none starts a new shell). A data part may give {argv, cwd, env, timeout_secs}. File parts (raw bytes, or a url when the server fetches them) are written into the session's working directory under their filename before the command runs; the history keeps a reference, not the bytes. A data part {outputs: [paths]} returns those files after the command as artifacts \"file:PATH\" (bytes up to 1 MiB, else a URL of the files route). The output is the artifact \"output\"; exit 0 completes the task, any other exit fails it with the exit code in metadata.",
+            "tags": ["shell", "command", "terminal", "files"],
+            "examples": ["ls -la", "make test", "sh script.sh (with script.sh as a file part)"],
+            "inputModes": ["text/plain", "application/json", "application/octet-stream"],
+            "outputModes": ["text/plain", "application/octet-stream"],
         }, {
             "id": "terminal",
             "name": "Terminal sessions",

@@ -413,8 +413,15 @@ async fn the_files_command_puts_lists_gets_and_removes_over_the_routes() {
     let s = TestServer::start(&[]).await;
     let (sid, dir) = session_in(&s, "work").await;
     let out = files_cli(&s, &["put", &sid, "in dir/hello.txt"], b"hello\n").await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(std::fs::read(dir.join("in dir/hello.txt")).unwrap(), b"hello\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(dir.join("in dir/hello.txt")).unwrap(),
+        b"hello\n"
+    );
 
     let out = files_cli(&s, &["ls", &sid], b"").await;
     let listing = String::from_utf8(out.stdout).unwrap();

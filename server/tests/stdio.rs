@@ -7,6 +7,7 @@ mod common;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use base64::Engine as _;
 use common::*;
 use serde_json::{Value, json};
 use server::bindings::stdio::METADATA_KEY;
@@ -619,4 +620,23 @@ async fn stdio_proto_ends_on_eof() {
     drop(p.stdin.take());
     assert_eq!(p.exit().await.code(), Some(0));
     assert!(p.rest().await.is_empty());
+}
+
+#[tokio::test]
+async fn stdio_a_file_part_is_written_before_its_command_and_referenced_by_a_file_url() {
+    let mut p = Parent::ready(&[]).await;
+    let script = "echo stdio-$((6*7))\n";
+    let params = json!({ "message": { "messageId": "f1", "role": "ROLE_USER", "parts": [
+        { "raw": base64::engine::general_purpose::STANDARD.encode(script), "filename": "s.sh" },
+        { "text": "sh s.sh" },
+    ] } });
+    p.request(json!(1), "SendMessage", params).await;
+    let answer = p.until(&json!(1), |_| true).await.remove(0);
+    let task = &answer["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{answer}");
+    let output = task["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    assert!(output.contains("stdio-42"), "{output}");
+    let url = task["history"][0]["parts"][0]["url"].as_str().unwrap();
+    let path = url.strip_prefix("file://").expect("a file: URL");
+    assert_eq!(std::fs::read_to_string(path).unwrap(), script);
 }

@@ -6,7 +6,7 @@ use crate::a2a::{self, push};
 use crate::config::{self, StoreArgs};
 use crate::sessions::{self, Sessions};
 use crate::store::Store;
-use crate::{audit, commerce};
+use crate::{audit, commerce, executor};
 
 /// The agent without its transports: the store, the audit trail, the sessions and the
 /// task service, recovered from what a previous process left.
@@ -24,6 +24,7 @@ impl Core {
         session: &config::SessionArgs,
         instance_id: &str,
         push_allow_loopback: bool,
+        base_url: Option<String>,
     ) -> Result<Core> {
         let store = super::open_store(store_args).await?;
         settings.shell_rc = sessions::install_shell_rc(&store_args.data_dir)
@@ -46,7 +47,13 @@ impl Core {
         let commerce = commerce::Commerce::new(&session.commerce.settings()?, store.clone())?;
         let tasks = a2a::service::TaskService::new(
             store.clone(),
-            session.executor.build(sessions.clone()),
+            session.executor.build(
+                sessions.clone(),
+                executor::shell::FileAccess {
+                    settings: session.files.settings(),
+                    base_url,
+                },
+            ),
             push,
             commerce,
         );

@@ -20,12 +20,23 @@ use crate::{limits, tls};
 /// closes (its `Closed` frame persisted), every connection says goodbye, the store flushes.
 pub async fn run(args: ServeArgs) -> Result<()> {
     super::init_tracing("info,sqlx=warn");
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
+    // Bound first: the agent names its files by URLs under the address it serves.
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let public_url = public_url(&args, addr, tls.is_some());
     let core = Core::start(
         &args.store,
         args.settings()?,
         &args.session,
         &args.instance_id,
         args.push_allow_loopback,
+        Some(format!("{public_url}/agents/{}", args.instance_id)),
     )
     .await?;
     let Core {
@@ -53,14 +64,6 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         None
     };
 
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
-        _ => None,
-    };
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
     let state = state(&args, &core, addr, tls.is_some(), shutdown.clone())?;
     {
@@ -104,6 +107,15 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
+/// Where clients reach this server: `--public-url`, else the address it listens on.
+fn public_url(args: &ServeArgs, addr: SocketAddr, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    (args.public_url.clone())
+        .unwrap_or_else(|| format!("{scheme}://{addr}"))
+        .trim_end_matches('/')
+        .to_owned()
+}
+
 /// What every request shares, for a server listening on `addr` (over HTTPS if `tls`).
 fn state(
     args: &ServeArgs,
@@ -125,10 +137,7 @@ fn state(
         allowed_origins: std::iter::once(format!("{scheme}://{addr}"))
             .chain(args.allowed_origins.iter().cloned())
             .collect(),
-        public_url: (args.public_url.clone())
-            .unwrap_or_else(|| format!("{scheme}://{addr}"))
-            .trim_end_matches('/')
-            .to_owned(),
+        public_url: public_url(args, addr, tls),
         heartbeat_interval,
         heartbeat_timeout,
         limits: limits::Limits::new(args.limits()?),
@@ -156,6 +165,7 @@ pub(crate) async fn test_state(data_dir: &std::path::Path, flags: &[&str]) -> Ap
         &args.session,
         &args.instance_id,
         args.push_allow_loopback,
+        None,
     )
     .await
     .unwrap();

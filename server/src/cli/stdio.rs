@@ -33,6 +33,7 @@ pub async fn run(args: config::StdioArgs) -> u8 {
             &args.session,
             "local",
             args.push_allow_loopback,
+            None,
         )
         .await
     };

@@ -25,7 +25,7 @@ impl Executor for Conformance {
     async fn plan(
         &self,
         _who: &Principal,
-        message: &Message,
+        message: &mut Message,
         with_objects: bool,
         streaming: bool,
         work: Work,
@@ -317,8 +317,9 @@ mod tests {
             updates,
             cancel: cancel_rx,
         };
-        let Ok(Plan::Task { start, .. }) =
-            executor.plan(&who, &message(id), false, false, work).await
+        let Ok(Plan::Task { start, .. }) = executor
+            .plan(&who, &mut message(id), false, false, work)
+            .await
         else {
             panic!("{id} plans a task")
         };

@@ -23,9 +23,9 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn build(self, sessions: Sessions) -> Arc<dyn Executor> {
+    pub fn build(self, sessions: Sessions, files: shell::FileAccess) -> Arc<dyn Executor> {
         match self {
-            Kind::Shell => Arc::new(shell::Shell::new(sessions)),
+            Kind::Shell => Arc::new(shell::Shell::new(sessions, files)),
             Kind::Conformance => Arc::new(conformance::Conformance::default()),
         }
     }
@@ -101,11 +101,13 @@ pub enum Refused {
 #[async_trait::async_trait]
 pub trait Executor: Send + Sync {
     /// Plans the task a new message asks for. `with_objects`: the message also carries
-    /// A202 objects; `streaming`: the sender streams the answer.
+    /// A202 objects; `streaming`: the sender streams the answer. What the executor takes
+    /// out of the message (a file part's bytes) it may replace with a reference: the
+    /// message as it leaves `plan` is the one the task's history keeps.
     async fn plan(
         &self,
         who: &Principal,
-        message: &Message,
+        message: &mut Message,
         with_objects: bool,
         streaming: bool,
         work: Work,

@@ -174,6 +174,10 @@ impl Sessions {
         &self.inner.settings
     }
 
+    pub fn audit(&self) -> &crate::audit::Audit {
+        &self.inner.audit
+    }
+
     pub fn store(&self) -> &Store {
         &self.inner.store
     }

@@ -24,7 +24,7 @@ impl TaskService {
             cancel: cancel_rx.clone(),
         };
         let plan = (self.inner.executor)
-            .plan(who, &message, !objects.is_empty(), streaming, work)
+            .plan(who, &mut message, !objects.is_empty(), streaming, work)
             .await?;
         let (context_id, start) = match plan {
             Plan::Reply(text) => {
@@ -134,7 +134,14 @@ impl TaskService {
                     append,
                     last_chunk,
                 } => {
-                    task.artifacts = Some(vec![whole]);
+                    let artifacts = task.artifacts.get_or_insert_with(Vec::new);
+                    match artifacts
+                        .iter_mut()
+                        .find(|a| a.artifact_id == whole.artifact_id)
+                    {
+                        Some(a) => *a = whole,
+                        None => artifacts.push(whole),
+                    }
                     feed.publish_artifact(&task, chunk, append, last_chunk);
                 }
                 Update::Answered(answer) => {

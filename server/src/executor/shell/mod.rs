@@ -3,15 +3,20 @@
 //! session running the default shell. The session's owner task follows the command by its
 //! OSC 133 marks (`sessions::actor::shell`, where the PTY's output is read) and reports
 //! `TaskEvent`s; this executor turns them into updates: output into the artifact, prompts
-//! into INPUT_REQUIRED, the exit status into the terminal state.
+//! into INPUT_REQUIRED, the exit status into the terminal state. A message's files go in
+//! before its command and named outputs come back after it (`files`).
+
+mod files;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 use wire::a2a::{Artifact, Content, Message, Part, Task, TaskState};
 
+pub use self::files::FileAccess;
 use super::{Executor, Plan, Refused, Run, Update, Work};
 use crate::auth::Principal;
 use crate::commerce;
+use crate::files::RelPath;
 use crate::sessions::{Command, SessionHandle, Sessions, SpecRequest, TaskEvent, TaskRun};
 
 /// Output kept in a task's artifact; beyond it the artifact says it was cut.
@@ -22,6 +27,7 @@ pub const OUTPUT_ARTIFACT: &str = "output";
 #[derive(Clone)]
 pub struct Shell {
     sessions: Sessions,
+    files: FileAccess,
 }
 
 #[async_trait::async_trait]
@@ -29,16 +35,25 @@ impl Executor for Shell {
     async fn plan(
         &self,
         who: &Principal,
-        message: &Message,
+        message: &mut Message,
         _with_objects: bool,
         _streaming: bool,
         work: Work,
     ) -> Result<Plan, Refused> {
         let line = command_line(message)?;
+        let outputs = files::requested_outputs(message)?;
+        files::check_inputs(&self.files, message)?;
         let session = self.session(who, message.context_id.as_deref()).await?;
+        files::take_inputs(&self.files, &session, self.sessions.audit(), message).await?;
+        let run = CommandRun {
+            session,
+            line,
+            outputs,
+            shell: self.clone(),
+        };
         Ok(Plan::Task {
-            context_id: session.id.clone(),
-            start: Box::pin(start(session, line, work)),
+            context_id: run.session.id.clone(),
+            start: Box::pin(start(run, work)),
         })
     }
 
@@ -76,8 +91,8 @@ impl Executor for Shell {
 }
 
 impl Shell {
-    pub fn new(sessions: Sessions) -> Shell {
-        Shell { sessions }
+    pub fn new(sessions: Sessions, files: FileAccess) -> Shell {
+        Shell { sessions, files }
     }
 
     /// The session a message runs in: the running shell session its `contextId` names
@@ -128,24 +143,34 @@ enum Outcome {
     SessionEnded,
 }
 
-/// Queues `line` in the session, where it runs after the tasks before it; then the rest of
-/// the work follows it. A session that refuses the task closes its events: the task then
+/// A planned task's command: what it types where, and the files it returns.
+struct CommandRun {
+    session: SessionHandle,
+    line: String,
+    outputs: Vec<RelPath>,
+    shell: Shell,
+}
+
+/// Queues the line in the session, where it runs after the tasks before it; then the rest
+/// of the work follows it. A session that refuses the task closes its events: the task then
 /// ends as "the session ended".
-async fn start(session: SessionHandle, line: String, work: Work) -> Run {
+async fn start(run: CommandRun, work: Work) -> Run {
     let (events, progress) = mpsc::unbounded_channel();
     let queued = TaskRun {
         task_id: work.task_id.clone(),
-        line,
+        line: run.line.clone(),
         events,
     };
+    let session = &run.session;
     if let Some(Err(refusal)) = session.ask(|reply| Command::RunTask(queued, reply)).await {
         tracing::warn!(task_id = work.task_id, reason = %refusal.message, "the session refused the task");
     }
-    Box::pin(follow(progress, work))
+    Box::pin(follow(progress, work, run))
 }
 
-/// Turns what the session reports of a task into updates, up to its terminal state.
-async fn follow(mut progress: mpsc::UnboundedReceiver<TaskEvent>, work: Work) {
+/// Turns what the session reports of a task into updates, up to its terminal state; the
+/// output files of a command that exited go out as artifacts before it.
+async fn follow(mut progress: mpsc::UnboundedReceiver<TaskEvent>, work: Work, run: CommandRun) {
     let Work {
         updates, cancel, ..
     } = work;
@@ -182,6 +207,26 @@ async fn follow(mut progress: mpsc::UnboundedReceiver<TaskEvent>, work: Work) {
         ),
         (Outcome::SessionEnded, _) => (TaskState::Failed, "the session ended".to_owned()),
     };
+    let mut text = text;
+    if let (Outcome::Exited(_), false) = (outcome, canceled) {
+        let audit = run.shell.sessions.audit();
+        let (artifacts, missing) =
+            files::output_artifacts(&run.shell.files, &run.session, audit, &run.outputs).await;
+        for a in artifacts {
+            let update = Update::Artifact {
+                whole: a.clone(),
+                chunk: a,
+                append: false,
+                last_chunk: true,
+            };
+            if updates.send(update).is_err() {
+                return;
+            }
+        }
+        if !missing.is_empty() {
+            text.push_str(&format!("; outputs not returned: {}", missing.join("; ")));
+        }
+    }
     let exit_code = match outcome {
         Outcome::Exited(code) => code,
         _ => None,
@@ -238,7 +283,7 @@ fn output_artifact(output: &[u8], cut: bool) -> Artifact {
 }
 
 /// The command line a message asks for: a data part `{argv, cwd, env, timeout_secs}`, or
-/// its text parts as one line.
+/// its text parts as one line. (A data part may also name `outputs`; see `files`.)
 pub fn command_line(message: &Message) -> Result<String, Refused> {
     let invalid = |m: &str| Err(Refused::InvalidParams(m.into()));
     if let Some(data) = command_data(message) {
@@ -278,6 +323,11 @@ pub fn command_line(message: &Message) -> Result<String, Refused> {
         .filter(|t| !t.is_empty())
         .collect::<Vec<_>>()
         .join(" ");
+    if text.is_empty() && command_data_parts(message).next().is_some() {
+        return invalid(
+            "a data part must carry argv (an array of strings), or come with text parts",
+        );
+    }
     if text.is_empty() {
         return invalid("the message carries no command: give text parts or a data part with argv");
     }
@@ -287,9 +337,14 @@ pub fn command_line(message: &Message) -> Result<String, Refused> {
     Ok(text)
 }
 
-/// The first data part that is not an A202 object's reader view.
+/// The first data part that gives a command (`argv`).
 pub fn command_data(message: &Message) -> Option<&Value> {
-    message.parts.iter().find_map(|p| match &p.content {
+    command_data_parts(message).find(|d| d.get("argv").is_some())
+}
+
+/// The data parts that are not A202 objects' reader views.
+fn command_data_parts(message: &Message) -> impl Iterator<Item = &Value> {
+    message.parts.iter().filter_map(|p| match &p.content {
         Content::Data(d) if p.media_type.as_deref() != Some(commerce::MEDIA_TYPE) => Some(d),
         _ => None,
     })
