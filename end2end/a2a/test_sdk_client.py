@@ -183,3 +183,31 @@ def test_push_notification_configs_are_created_read_listed_and_deleted(server, i
             assert list(page.configs) == []
         await client.cancel_task(CancelTaskRequest(id=task.id))
     run(server, interface, body)
+
+
+@pytest.mark.parametrize("interface", INTERFACES, ids=IDS)
+def test_a_file_part_runs_as_a_script_and_an_output_comes_back_as_a_file_artifact(server, interface):
+    from google.protobuf import struct_pb2
+
+    script = b"echo from-script; echo result-$((6*7)) > report.txt\n"
+    outputs = struct_pb2.Value()
+    outputs.struct_value.update({"outputs": ["report.txt"]})
+
+    async def body(client):
+        message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[
+            Part(raw=script, filename="script.sh", media_type="text/x-shellscript"),
+            Part(text="sh script.sh"),
+            Part(data=outputs),
+        ])
+        events = [ev async for ev in client.send_message(SendMessageRequest(message=message))]
+        task = events[0].task
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        by_id = {a.artifact_id: a for a in task.artifacts}
+        assert "from-script" in by_id["output"].parts[0].text
+        report = by_id["file:report.txt"].parts[0]
+        assert (report.filename, report.raw) == ("report.txt", b"result-42\n")
+        stored = await client.get_task(GetTaskRequest(id=task.id, history_length=10))
+        sent = stored.history[0].parts[0]
+        assert sent.WhichOneof("content") == "url", "the history keeps a reference, not the bytes"
+        assert sent.url.endswith(f"/sessions/{task.context_id}/files/script.sh")
+    run(server, interface, body)

@@ -373,8 +373,8 @@ pub mod rest {
             json!({ "data": { "data": d } })
         } else {
             let mut file = Map::new();
-            if let Some(r) = p.get("raw") {
-                file.insert("fileWithBytes".into(), r.clone());
+            if let Some(r) = p.get("raw").and_then(Value::as_str) {
+                file.insert("fileWithBytes".into(), json!(STANDARD.encode(r)));
             }
             if let Some(u) = p.get("url") {
                 file.insert("fileWithUri".into(), u.clone());
@@ -471,7 +471,7 @@ pub mod rest {
                 either("fileWithBytes", "file_with_bytes"),
                 either("fileWithUri", "file_with_uri"),
             ) {
-                (Some(b), None) => out.insert("raw".into(), b.clone()),
+                (Some(b), None) => out.insert("raw".into(), json!(file_bytes_in(b)?)),
                 (None, Some(u)) => out.insert("url".into(), u.clone()),
                 _ => {
                     return Err(invalid(
@@ -493,6 +493,23 @@ pub mod rest {
             out["metadata"] = m.clone();
         }
         Ok(out)
+    }
+
+    /// The base64 of a file's bytes from the 0.3 proto's `fileWithBytes`. In the 0.3 JSON
+    /// shapes a file's bytes are a base64 string, and the 0.3 proto carries that string in a
+    /// `bytes` field, so its ProtoJSON is base64 of the base64 (as a2a-sdk's 0.3 REST client
+    /// and server both do). A value that is base64 only once is taken as the bytes.
+    fn file_bytes_in(b: &Value) -> Result<String, A2aError> {
+        let outer = b
+            .as_str()
+            .ok_or_else(|| invalid("fileWithBytes must be a string"))?;
+        let once = STANDARD
+            .decode(outer)
+            .map_err(|e| invalid(format!("fileWithBytes is not base64: {e}")))?;
+        Ok(match String::from_utf8(once) {
+            Ok(inner) if STANDARD.decode(&inner).is_ok() => inner,
+            _ => outer.to_owned(),
+        })
     }
 
     /// A config as the 0.3 proto's TaskPushNotificationConfig: a resource name and the config.
@@ -643,5 +660,38 @@ mod tests {
             (e["kind"].as_str(), e["final"].as_bool()),
             (Some("status-update"), Some(true))
         );
+    }
+
+    #[test]
+    fn rest_0_3_file_bytes_are_base64_of_base64_as_a2a_sdk_sends_them_and_once_is_taken_too() {
+        let content = STANDARD.encode(b"echo hi\n");
+        let twice =
+            json!({ "file": { "fileWithBytes": STANDARD.encode(&content), "name": "s.sh" } });
+        assert_eq!(rest::part_in(&twice).unwrap()["raw"], content.as_str());
+        let binary = STANDARD.encode([0xff, 0x00, 0x9f]);
+        let once = json!({ "file": { "fileWithBytes": binary } });
+        assert_eq!(rest::part_in(&once).unwrap()["raw"], binary.as_str());
+        let back = rest::task(&Task {
+            id: "t".into(),
+            context_id: "c".into(),
+            status: wire::a2a::TaskStatus {
+                state: wire::a2a::TaskState::Completed,
+                message: None,
+                timestamp: None,
+            },
+            artifacts: Some(vec![wire::a2a::Artifact {
+                artifact_id: "a".into(),
+                name: None,
+                description: None,
+                parts: vec![serde_json::from_value(json!({ "raw": content })).unwrap()],
+                metadata: None,
+            }]),
+            history: Vec::new(),
+            metadata: None,
+        });
+        let sent = back["artifacts"][0]["parts"][0]["file"]["fileWithBytes"]
+            .as_str()
+            .unwrap();
+        assert_eq!(STANDARD.decode(sent).unwrap(), content.as_bytes());
     }
 }
