@@ -54,7 +54,11 @@ struct Paths {
 
 impl Paths {
     fn find() -> Result<Self> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        // `cargo run` names the manifest of the checkout it runs in; the path compiled in
+        // may be another checkout's that built this binary into the shared target dir.
+        let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+        let root = manifest
             .ancestors()
             .nth(2)
             .context("xtask lives two levels below the workspace")?
