@@ -6,6 +6,7 @@
 pub mod api;
 #[cfg(feature = "hydrate")]
 mod client;
+mod files;
 mod sessions;
 mod tasks;
 mod terminal;

@@ -101,6 +101,20 @@ pub fn TerminalPage() -> impl IntoView {
         on_cleanup(move || ui.commands.set_value(None));
     }
 
+    let files = crate::files::Files::new(auth, Signal::derive(sid));
+    // Files dropped on the terminal upload into the Files panel's directory (controller only).
+    let dragover = move |ev: leptos::ev::DragEvent| {
+        if ui.role.get_untracked() == Some(Role::Controller) {
+            ev.prevent_default();
+        }
+    };
+    let drop = move |ev: leptos::ev::DragEvent| {
+        ev.prevent_default();
+        #[cfg(feature = "hydrate")]
+        if ui.role.get_untracked() == Some(Role::Controller) {
+            files.upload_dropped(&ev);
+        }
+    };
     let me_controls = move || auth.me.get().is_some_and(|m| m.can_control());
     let is_controller = move || ui.role.get() == Some(Role::Controller);
     let holder = move || {
@@ -140,6 +154,9 @@ pub fn TerminalPage() -> impl IntoView {
                 }}
             </ul>
             <crate::tasks::TaskList sid=Signal::derive(sid) />
+            <Show when=move || auth.me.get().is_some_and(|m| m.file_downloads)>
+                <crate::files::FilesPanel files=files can_upload=Signal::derive(is_controller) />
+            </Show>
             <Show when=me_controls>
                 <ShareLinks sid=Signal::derive(sid) />
             </Show>
@@ -179,7 +196,7 @@ pub fn TerminalPage() -> impl IntoView {
             })}
             {move || ui.notice.get().map(|n| view! { <p class="notice" role="status">{n}</p> })}
             <div class="term-layout">
-                <div class="term-host" node_ref=host aria-label="Terminal"></div>
+                <div class="term-host" node_ref=host aria-label="Terminal" on:dragover=dragover on:drop=drop></div>
                 {side}
             </div>
         </section>

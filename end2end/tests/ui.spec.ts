@@ -127,6 +127,30 @@ test("the terminal page lists the session's A2A tasks live and shows a task's ou
   await expect(rows(ctl)).toContainText('task-42', { timeout: 1000 });
 });
 
+test('a file dropped on the terminal uploads into the working directory, shows in ls and downloads from the panel', async () => {
+  const content = `dropped at ${Date.now()}\n`;
+  const dataTransfer = await ctl.evaluateHandle((content) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([content], 'dropped.txt', { type: 'text/plain' }));
+    return dt;
+  }, content);
+  await ctl.dispatchEvent('.term-host', 'dragover', { dataTransfer });
+  await ctl.dispatchEvent('.term-host', 'drop', { dataTransfer });
+  const upload = ctl.locator('.uploads li', { hasText: 'dropped.txt' });
+  await expect(upload).toHaveAttribute('data-state', 'done');
+  await expect(upload.locator('progress')).toHaveAttribute('value', String(content.length));
+
+  await typeLine(ctl, 'ls -l dropped.txt && cat dropped.txt');
+  await expect(rows(ctl)).toContainText(content.trim());
+  const entry = ctl.getByLabel('Working directory').getByRole('button', { name: 'dropped.txt', exact: true });
+  await expect(entry).toBeVisible();
+  const [download] = await Promise.all([ctl.waitForEvent('download'), entry.click()]);
+  expect(download.suggestedFilename()).toBe('dropped.txt');
+  const { readFile } = await import('node:fs/promises');
+  expect(await readFile((await download.path())!, 'utf8')).toBe(content);
+  await ctl.locator('.files').screenshot({ path: test.info().outputPath('files-panel.png') });
+});
+
 test('an observer link shows the same screen read-only and its keys never reach the PTY', async ({ browser }) => {
   await ctl.getByRole('button', { name: 'Share read-only link' }).click();
   observerLink = await ctl.locator('.share-url').inputValue();
@@ -142,6 +166,8 @@ test('an observer link shows the same screen read-only and its keys never reach 
   await expect(observer.getByRole('button', { name: 'Take control' })).toBeDisabled();
   await expect(observer.locator('.reason')).toContainText('Read-only link');
   await expect(observer.getByRole('button', { name: 'Share read-only link' })).toHaveCount(0);
+  // Downloads are not allowed to observers on this server (no --observer-downloads).
+  await expect(observer.locator('.files')).toHaveCount(0);
   await expect(observer.locator('.members li')).toHaveCount(2);
   await expect(ctl.locator('.members li')).toHaveCount(2);
 

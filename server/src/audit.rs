@@ -31,7 +31,7 @@ pub enum Event {
     ConnectionCut,
     /// A file was written into a session's working directory (detail: path, bytes, via).
     FileWritten,
-    /// A file was read or a directory listed (detail: path, bytes or entries).
+    /// A file was read (detail: path, bytes, via).
     FileRead,
     FileDeleted,
 }

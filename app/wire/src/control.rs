@@ -54,6 +54,10 @@ pub struct Me {
     pub scope: String,
     pub session_id: Option<String>,
     pub label: Option<String>,
+    /// The token may read a session's files (`pty:control`, or any with
+    /// `--observer-downloads`).
+    #[serde(default)]
+    pub file_downloads: bool,
 }
 
 impl Me {
@@ -88,7 +92,7 @@ pub struct NewLink {
 }
 
 /// What a directory entry is (`GET B/sessions/{sid}/files/{dir}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FileKind {
     File,

@@ -141,15 +141,12 @@ pub async fn get(
     let root = session_root(&state, &who, &sid, needed, "reading a file").await?;
     let shown = path.as_path().display().to_string();
     match files::read(&root, &path).await? {
-        Found::Dir(list) => {
-            let detail = json!({ "path": shown, "entries": list.entries.len() });
-            record(&state, Event::FileRead, &sid, &who, detail);
-            Ok(Json(list).into_response())
-        }
+        // A listing moves no file: it is not audited (the UI polls it).
+        Found::Dir(list) => Ok(Json(list).into_response()),
         Found::File(file) => {
             let (resp, bytes) = download(file, &headers).await?;
             if bytes > 0 || resp.status() == StatusCode::OK {
-                let detail = json!({ "path": shown, "bytes": bytes });
+                let detail = json!({ "path": shown, "bytes": bytes, "via": "http" });
                 record(&state, Event::FileRead, &sid, &who, detail);
             }
             Ok(resp)

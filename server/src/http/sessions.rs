@@ -110,6 +110,7 @@ pub async fn me(State(state): State<AppState>, who: Principal) -> Json<control::
     Json(control::Me {
         scope: who.scope.as_str().to_owned(),
         token_id: who.token_id,
+        file_downloads: who.scope >= Scope::Control || state.files.observer_downloads,
         session_id: who.session_id,
         label: who.label,
     })
