@@ -17,6 +17,9 @@ use crate::auth::{Principal, Scope};
 use crate::files::{self, Download, FileError, Found, RelPath, Root};
 use crate::plumbing::{ApiError, AppState};
 
+/// A download reads the file this much at a time (each read is a trip to a blocking thread).
+const READ_CHUNK: usize = 512 * 1024;
+
 #[derive(Debug, Deserialize)]
 pub struct FilePath {
     sid: String,
@@ -201,7 +204,7 @@ async fn download(mut d: Download, headers: &HeaderMap) -> Result<(Response, u64
             .await
             .map_err(|e| FileError::io(e, "the file"))?;
     }
-    let body = Body::from_stream(ReaderStream::with_capacity(d.file.take(len), 64 * 1024));
+    let body = Body::from_stream(ReaderStream::with_capacity(d.file.take(len), READ_CHUNK));
     let resp = builder
         .status(status)
         .header(header::CONTENT_TYPE, "application/octet-stream")
