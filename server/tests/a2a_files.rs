@@ -190,3 +190,28 @@ async fn with_fetch_file_urls_a_file_part_url_is_fetched_into_the_working_direct
     assert!(output.contains("fetched-content"), "{output}");
     assert_eq!(body["task"]["history"][0]["parts"][0]["url"], url.as_str());
 }
+
+#[tokio::test]
+async fn a_file_part_sent_over_pty_ws_lands_in_the_attached_session() {
+    let s = TestServer::start(&[]).await;
+    let sid = s.create_session(json!({})).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut c = s.attach(&sid, ADMIN).await;
+    let send = json!({ "message": { "messageId": "ws-file", "role": "ROLE_USER", "parts": [
+        { "raw": STANDARD.encode(SCRIPT), "filename": "script.sh" },
+        { "text": "sh script.sh" },
+        { "data": { "outputs": ["report.txt"] } },
+    ] } });
+    c.send("SendMessage", send).await;
+    let r = c.expect_op("SendMessage.Response").await;
+    let task = &r["payload"]["task"];
+    assert_eq!(task["contextId"], sid.as_str());
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    let report = &artifact(task, "file:report.txt")["parts"][0];
+    assert_eq!(
+        STANDARD.decode(report["raw"].as_str().unwrap()).unwrap(),
+        b"result-42\n"
+    );
+}

@@ -114,3 +114,22 @@ async fn a_directory_is_neither_overwritten_nor_removed() {
     assert!(tmp.path().join("d").is_dir());
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
 }
+
+#[test]
+fn a_full_disk_is_resource_exhausted_and_an_escape_is_permission_denied() {
+    let full = FileError::io(io::Error::from(io::ErrorKind::StorageFull), "big.bin");
+    assert_eq!(
+        (full.status, full.code, full.reason),
+        (507, "RESOURCE_EXHAUSTED", "DISK_FULL")
+    );
+    let escape = io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        "a path led outside of the filesystem",
+    );
+    let e = FileError::io(escape, "link/x");
+    assert_eq!((e.status, e.code), (403, "PERMISSION_DENIED"));
+    assert_eq!(
+        e.status_body()["error"]["details"][0]["reason"],
+        "PERMISSION_DENIED"
+    );
+}
