@@ -68,6 +68,13 @@ async fn working_dir(session: &SessionHandle) -> Result<(PathBuf, Root), Refused
     Ok((dir, root))
 }
 
+/// A file for the working directory: raw bytes or a URL, and not an A202 object (those
+/// travel as raw parts too, and the task service takes them).
+fn is_file(part: &Part) -> bool {
+    matches!(part.content, Content::Raw(_) | Content::Url(_))
+        && part.media_type.as_deref() != Some(crate::commerce::MEDIA_TYPE)
+}
+
 fn file_name(part: &Part) -> Result<RelPath, Refused> {
     let name = part.filename.as_deref().unwrap_or("");
     let rel = RelPath::parse(name).map_err(refused)?;
@@ -82,7 +89,7 @@ fn file_name(part: &Part) -> Result<RelPath, Refused> {
 /// Refuses the message's file parts that could not be written whatever the session: no
 /// filename, one that leaves the working directory, a URL this server does not fetch.
 pub(super) fn check_inputs(access: &FileAccess, message: &Message) -> Result<(), Refused> {
-    for part in &message.parts {
+    for part in message.parts.iter().filter(|p| is_file(p)) {
         match part.content {
             Content::Raw(_) => {}
             Content::Url(_) if access.settings.fetch_urls => {}
@@ -107,10 +114,7 @@ pub(super) async fn take_inputs(
 ) -> Result<(), Refused> {
     let limit = access.settings.max_file_bytes;
     let mut root = None;
-    for part in message.parts.iter_mut() {
-        if !matches!(part.content, Content::Raw(_) | Content::Url(_)) {
-            continue;
-        }
+    for part in message.parts.iter_mut().filter(|p| is_file(p)) {
         let rel = file_name(part)?;
         if root.is_none() {
             root = Some(working_dir(session).await?);
