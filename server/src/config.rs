@@ -292,6 +292,10 @@ pub struct SessionArgs {
     pub commerce: CommerceArgs,
     #[command(flatten)]
     pub files: FileArgs,
+    /// Default shells kept started, prompt printed, for messages without a contextId;
+    /// 0 turns the pool off.
+    #[arg(long, env = "PTYHOST_SHELL_POOL", default_value_t = 2)]
+    pub shell_pool: usize,
 }
 
 /// Files in and out of sessions (the files routes and a message's FileParts).
@@ -416,6 +420,7 @@ impl SessionArgs {
             default_rows: 30,
             shell_rc: None,
             tmux_socket: None,
+            shell_pool: self.shell_pool,
         })
     }
 }

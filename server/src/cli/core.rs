@@ -39,6 +39,7 @@ impl Core {
             instance_id.to_owned(),
         );
         sessions.recover().await?;
+        sessions.fill_pool();
         sessions::retention::start(&sessions);
         let guard = push::Guard {
             allow_loopback: push_allow_loopback,

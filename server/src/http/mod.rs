@@ -185,6 +185,11 @@ async fn metrics(State(state): State<AppState>) -> Response {
             "A2A tasks not finished yet.",
             state.tasks.live_count(),
         ),
+        (
+            "ptyhost_shell_pool_shells",
+            "Pooled shells, ready or starting (at most --shell-pool).",
+            state.sessions.pool_size(),
+        ),
     ];
     let mut body = String::new();
     for (name, help, value) in gauges {
@@ -192,6 +197,10 @@ async fn metrics(State(state): State<AppState>) -> Response {
             "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
         ));
     }
+    let taken = state.sessions.pool_taken();
+    body.push_str(&format!(
+        "# HELP ptyhost_shell_pool_taken_total Pooled shells taken by messages.\n# TYPE ptyhost_shell_pool_taken_total counter\nptyhost_shell_pool_taken_total {taken}\n"
+    ));
     body.push_str(&format!(
         "# HELP ptyhost_build_info The running build.\n# TYPE ptyhost_build_info gauge\nptyhost_build_info{{version=\"{}\"}} 1\n",
         env!("CARGO_PKG_VERSION")

@@ -7,6 +7,7 @@ pub use actor::{TaskEvent, TaskRun, viewer_queue};
 
 pub mod host;
 pub mod marks;
+mod pool;
 mod protocol;
 pub mod pty;
 pub mod replay;
@@ -59,6 +60,8 @@ pub struct Settings {
     pub shell_rc: Option<PathBuf>,
     /// ptyhost's own tmux socket, when tmux is installed (managed sessions).
     pub tmux_socket: Option<PathBuf>,
+    /// Default shells kept started for messages without a contextId (`--shell-pool`).
+    pub shell_pool: usize,
 }
 
 /// Live facts about a session for listings.
@@ -68,6 +71,8 @@ pub struct LiveStatus {
     pub observers: usize,
     pub cols: u16,
     pub rows: u16,
+    /// The program is a shell that has printed its first prompt.
+    pub prompted: bool,
 }
 
 #[derive(Clone)]
@@ -95,6 +100,12 @@ impl SessionHandle {
 
     pub fn status(&self) -> LiveStatus {
         *self.status.borrow()
+    }
+
+    /// Waits until the shell has printed its first prompt; false if the session ended first.
+    pub async fn prompted(&self) -> bool {
+        let mut status = self.status.clone();
+        status.wait_for(|s| s.prompted).await.is_ok()
     }
 
     pub fn current_sequence(&self) -> u64 {
@@ -149,6 +160,7 @@ struct Inner {
     instance_id: String,
     live: Mutex<HashMap<String, SessionHandle>>,
     tasks: TaskTracker,
+    pool: pool::Pool,
 }
 
 impl Sessions {
@@ -166,6 +178,7 @@ impl Sessions {
                 instance_id,
                 live: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
+                pool: pool::Pool::default(),
             }),
         }
     }
@@ -187,6 +200,7 @@ impl Sessions {
     /// Each gets a final keyframe rebuilt from its stored frames and exactly one `Closed`.
     pub async fn recover(&self) -> Result<()> {
         let store = &self.inner.store;
+        store.delete_pooled(None).await?;
         for row in store.running_sessions().await? {
             if let (host::TMUX, Some(socket)) =
                 (row.backend.as_str(), &self.inner.settings.tmux_socket)
@@ -233,6 +247,11 @@ impl Sessions {
     /// Starts a session. A program that cannot start still makes a (closed) session whose
     /// history holds its one `Closed` frame.
     pub async fn create(&self, spec: SessionSpec) -> Result<SessionRow> {
+        self.create_as(spec, "running").await
+    }
+
+    /// Starts a session stored in `state` (`running`, or `pooled` for the shell pool).
+    async fn create_as(&self, spec: SessionSpec, state: &str) -> Result<SessionRow> {
         let id = uuid::Uuid::now_v7().to_string();
         let mut row = SessionRow {
             id: id.clone(),
@@ -245,7 +264,7 @@ impl Sessions {
             class: spec.host.class().into(),
             cols: spec.cols,
             rows: spec.rows,
-            state: "running".into(),
+            state: state.into(),
             exit_code: None,
             close_reason: None,
             last_sequence: 0,
@@ -371,8 +390,10 @@ impl Sessions {
         Ok(true)
     }
 
+    /// Running sessions (pooled shells not counted).
     pub fn live_count(&self) -> usize {
-        self.inner.live.lock().unwrap().len()
+        let live = self.inner.live.lock().unwrap().len();
+        live.saturating_sub(self.pooled_count())
     }
 
     pub fn live(&self, id: &str) -> Option<SessionHandle> {
@@ -382,6 +403,7 @@ impl Sessions {
     /// Called by a session's owner task once its history is fully persisted.
     fn retire(&self, id: &str) {
         self.inner.live.lock().unwrap().remove(id);
+        self.pooled_ended(id);
     }
 
     pub async fn view(&self, id: &str) -> Result<Option<SessionView>> {
@@ -442,6 +464,7 @@ impl Sessions {
     /// Ends every running session (each emits its `Closed` and says goodbye) and waits
     /// until their histories are persisted.
     pub async fn shutdown(&self) {
+        self.close_pool();
         let handles: Vec<SessionHandle> =
             self.inner.live.lock().unwrap().values().cloned().collect();
         for h in handles {
@@ -524,6 +547,7 @@ mod tests {
             default_rows: 30,
             shell_rc: None,
             tmux_socket: None,
+            shell_pool: 0,
         }
     }
 

@@ -279,7 +279,8 @@ impl Store {
 
     pub async fn list_sessions(&self, instance_id: &str) -> Result<Vec<SessionRow>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE instance_id = ? ORDER BY created_at"
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE instance_id = ? AND state != 'pooled'
+             ORDER BY created_at"
         )))
         .bind(instance_id)
         .fetch_all(&self.pool)
@@ -287,14 +288,49 @@ impl Store {
         rows.iter().map(session_row).collect()
     }
 
+    /// A session by id; a pooled one (not yet taken) is no session to anyone.
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>> {
         let row = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ? AND state != 'pooled'"
         )))
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(session_row).transpose()
+    }
+
+    /// Takes a pooled session into use: it is running from `at` on, as if started then.
+    /// False when it is not pooled (any more).
+    pub async fn take_pooled(&self, id: &str, at: i64) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE sessions SET state = 'running', created_at = ? WHERE id = ? AND state = 'pooled'",
+        )
+        .bind(at)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Deletes pooled sessions with their frames: `id`'s, or with `None` every one (those a
+    /// previous process left).
+    pub async fn delete_pooled(&self, id: Option<&str>) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "DELETE FROM frames WHERE session_id IN
+             (SELECT id FROM sessions WHERE state = 'pooled' AND (? IS NULL OR id = ?))",
+        )
+        .bind(id)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM sessions WHERE state = 'pooled' AND (? IS NULL OR id = ?)")
+            .bind(id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     pub async fn running_sessions(&self) -> Result<Vec<SessionRow>> {
@@ -324,9 +360,10 @@ impl Store {
         last_sequence: u64,
         at: i64,
     ) -> Result<()> {
+        // A pooled session that ends stays pooled: it is deleted, never listed.
         sqlx::query(
-            "UPDATE sessions SET state = 'closed', exit_code = ?, close_reason = ?,
-             last_sequence = ?, closed_at = ? WHERE id = ?",
+            "UPDATE sessions SET state = CASE state WHEN 'pooled' THEN 'pooled' ELSE 'closed' END,
+             exit_code = ?, close_reason = ?, last_sequence = ?, closed_at = ? WHERE id = ?",
         )
         .bind(exit_code)
         .bind(reason)

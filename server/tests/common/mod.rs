@@ -189,9 +189,13 @@ impl TestServer {
         self.addr = next.addr.clone();
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().and_then(|c| c.id()).expect("running")
+    }
+
     /// The server's resident memory, in MiB.
     pub fn rss_mib(&self) -> f64 {
-        rss_mib(self.child.as_ref().and_then(|c| c.id()).expect("running"))
+        rss_mib(self.pid())
     }
 
     pub fn stderr(&self) -> String {

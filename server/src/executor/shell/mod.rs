@@ -43,7 +43,7 @@ impl Executor for Shell {
         let line = command_line(message)?;
         let outputs = files::requested_outputs(message)?;
         files::check_inputs(&self.files, message)?;
-        let session = self.session(who, message.context_id.as_deref()).await?;
+        let session = self.session(who, message).await?;
         files::take_inputs(&self.files, &session, self.sessions.audit(), message).await?;
         let run = CommandRun {
             session,
@@ -96,13 +96,10 @@ impl Shell {
     }
 
     /// The session a message runs in: the running shell session its `contextId` names
-    /// (visible to `who`), or a new one with the default shell.
-    async fn session(
-        &self,
-        who: &Principal,
-        context_id: Option<&str>,
-    ) -> Result<SessionHandle, Refused> {
-        let handle = match context_id {
+    /// (visible to `who`), or a new one with the default shell: one from the pool, unless
+    /// the message's data part asks for its own cwd or env (its shell then starts there).
+    async fn session(&self, who: &Principal, message: &Message) -> Result<SessionHandle, Refused> {
+        let handle = match message.context_id.as_deref() {
             Some(sid) => self
                 .sessions
                 .live(sid)
@@ -116,13 +113,24 @@ impl Shell {
                         "a session-bound token can only send to its session (set contextId)".into(),
                     ));
                 }
-                let spec = SpecRequest::default()
-                    .into_spec(self.sessions.settings())
-                    .map_err(|e| Refused::InvalidParams(e.to_string()))?;
-                let row = self.sessions.create(spec).await?;
-                self.sessions
-                    .live(&row.id)
-                    .ok_or_else(|| Refused::Unsupported("the new session failed to start".into()))?
+                let own = own_place(message);
+                let pooled = match own {
+                    None => self.sessions.take_pooled().await,
+                    Some(_) => None,
+                };
+                match pooled {
+                    Some(handle) => handle,
+                    None => {
+                        let spec = own
+                            .unwrap_or_default()
+                            .into_spec(self.sessions.settings())
+                            .map_err(|e| Refused::InvalidParams(e.to_string()))?;
+                        let row = self.sessions.create(spec).await?;
+                        self.sessions.live(&row.id).ok_or_else(|| {
+                            Refused::Unsupported("the new session failed to start".into())
+                        })?
+                    }
+                }
             }
         };
         if !handle.shell {
@@ -335,6 +343,23 @@ pub fn command_line(message: &Message) -> Result<String, Refused> {
         return invalid("the command must be one line without control characters");
     }
     Ok(text)
+}
+
+/// The cwd and env a message's data part asks for, as a session request (`None`: the
+/// default shell will do).
+fn own_place(message: &Message) -> Option<SpecRequest> {
+    let data = command_data(message)?;
+    let cwd = data.get("cwd").and_then(Value::as_str).map(str::to_owned);
+    let env = data.get("env").and_then(Value::as_object).map(|env| {
+        env.iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+            .collect()
+    });
+    (cwd.is_some() || env.is_some()).then(|| SpecRequest {
+        cwd,
+        env,
+        ..SpecRequest::default()
+    })
 }
 
 /// The first data part that gives a command (`argv`).

@@ -110,6 +110,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         observers: 0,
         cols,
         rows,
+        prompted: false,
     });
     let last_sequence = Arc::new(AtomicU64::new(s.resumed.sequence));
     let (persist, persist_rx) = backlog::channel();
@@ -508,8 +509,11 @@ impl Actor {
     fn output(&mut self, data: Vec<u8>) {
         self.screen.feed(&data);
         if let Some(Shell { scanner, state }) = self.shell.as_mut() {
-            let pty = &self.pty;
+            let (pty, prompted) = (&self.pty, state.prompted);
             scanner.scan(&data, |piece| state.on_piece(piece, pty));
+            if state.prompted && !prompted {
+                self.publish_status();
+            }
         }
         self.broadcast_output(data);
         self.outputs_since_keyframe += 1;
@@ -570,6 +574,7 @@ impl Actor {
             observers: self.count(Role::Observer),
             cols,
             rows,
+            prompted: self.shell.as_ref().is_some_and(|s| s.state.prompted),
         });
     }
 

@@ -66,6 +66,8 @@ pub(super) struct Shell {
 pub(super) struct ShellState {
     /// The prompt is on screen and nothing has been typed for a task since.
     prompt_ready: bool,
+    /// A prompt has been printed: the shell's integration works.
+    pub(super) prompted: bool,
     running: Option<Running>,
     queue: std::collections::VecDeque<TaskRun>,
 }
@@ -81,6 +83,7 @@ impl ShellState {
             }
             Piece::Mark(Mark::PromptEnd) => {
                 self.prompt_ready = true;
+                self.prompted = true;
                 self.start_next(term);
             }
             Piece::Mark(Mark::PromptStart) => {}

@@ -1,0 +1,203 @@
+//! The warm shell pool (`--shell-pool N`): default login shells started ahead, their
+//! integration marks working and a prompt printed, and listed nowhere. A message without a
+//! contextId that needs only the default shell takes one, and the pool refills behind it.
+//!
+//! A pooled session is stored from its start with the state `pooled`, so its frames belong
+//! to it from the first one, and every listing and lookup skips it. Taken, it turns
+//! `running` with the moment it was taken as its creation: from then on nothing tells it
+//! from a session started for the message, and its replay starts at its first frame. A
+//! pooled shell that dies is deleted and replaced; a previous process's are deleted at
+//! start. The pool never holds more than N, counting the shells still starting.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::{SessionHandle, Sessions, SpecRequest};
+use crate::clock;
+
+/// How long a pooled shell may take to print its first prompt before it is given up.
+const READY_WAIT: Duration = Duration::from_secs(20);
+/// The pause before a pool that failed to start a shell tries again.
+const RETRY: Duration = Duration::from_secs(1);
+
+#[derive(Default)]
+pub(super) struct Pool {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Shells whose prompt is printed, oldest first.
+    ready: VecDeque<String>,
+    /// Shells started and not yet ready.
+    starting: usize,
+    /// Every pooled session not taken yet, ready or starting.
+    members: HashSet<String>,
+    /// Shells taken so far.
+    taken: u64,
+    /// Set once the server stops: the pool refills no more.
+    closed: bool,
+}
+
+impl Pool {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Sessions {
+    /// Shells ready in the pool and starting for it.
+    pub fn pool_size(&self) -> usize {
+        let state = self.inner.pool.state();
+        state.ready.len() + state.starting
+    }
+
+    /// Pooled shells taken by messages so far.
+    pub fn pool_taken(&self) -> u64 {
+        self.inner.pool.state().taken
+    }
+
+    /// Pooled sessions that run (ready or printing their first prompt).
+    pub(super) fn pooled_count(&self) -> usize {
+        self.inner.pool.state().members.len()
+    }
+
+    /// Starts pooled shells until the pool holds `--shell-pool` of them.
+    pub fn fill_pool(&self) {
+        let wanted = self.inner.settings.shell_pool;
+        loop {
+            {
+                let mut state = self.inner.pool.state();
+                if state.closed || state.ready.len() + state.starting >= wanted {
+                    return;
+                }
+                state.starting += 1;
+            }
+            let sessions = self.clone();
+            self.inner.tasks.spawn(async move {
+                let ready = sessions.start_pooled().await;
+                let retry = {
+                    let mut state = sessions.inner.pool.state();
+                    state.starting -= 1;
+                    match ready {
+                        Some(id) if !state.closed => {
+                            state.ready.push_back(id);
+                            false
+                        }
+                        Some(_) => false,
+                        None => !state.closed,
+                    }
+                };
+                if retry {
+                    tokio::time::sleep(RETRY).await;
+                    sessions.fill_pool();
+                }
+            });
+        }
+    }
+
+    /// Starts one pooled shell and waits for its first prompt; its id once it is ready.
+    async fn start_pooled(&self) -> Option<String> {
+        let spec = match SpecRequest::default().into_spec(&self.inner.settings) {
+            Ok(spec) if spec.shell_integration => spec,
+            Ok(_) => {
+                tracing::warn!("the default shell has no integration: the shell pool stays empty");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the default shell cannot start: the shell pool stays empty");
+                return None;
+            }
+        };
+        let row = match self.create_as(spec, "pooled").await {
+            Ok(row) => row,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "starting a pooled shell failed");
+                return None;
+            }
+        };
+        let handle = self.live(&row.id)?;
+        let closed = {
+            let mut state = self.inner.pool.state();
+            state.members.insert(row.id.clone());
+            state.closed
+        };
+        if closed {
+            // Started while the server stops, after it told every session to end.
+            handle
+                .tell(super::Command::Terminate(
+                    wire::CloseReason::InstanceTerminated,
+                ))
+                .await;
+            return None;
+        }
+        match tokio::time::timeout(READY_WAIT, handle.prompted()).await {
+            Ok(true) => Some(row.id),
+            _ => {
+                tracing::warn!(session_id = %row.id, "a pooled shell printed no prompt; it is ended");
+                handle
+                    .tell(super::Command::Terminate(wire::CloseReason::Error))
+                    .await;
+                None
+            }
+        }
+    }
+
+    /// A ready default shell from the pool, now a running session; `None` when the pool
+    /// is empty. The pool refills behind it.
+    pub async fn take_pooled(&self) -> Option<SessionHandle> {
+        loop {
+            let id = {
+                let mut state = self.inner.pool.state();
+                let id = state.ready.pop_front()?;
+                state.members.remove(&id);
+                id
+            };
+            self.fill_pool();
+            let Some(handle) = self.live(&id) else {
+                continue;
+            };
+            match self.inner.store.take_pooled(&id, clock::now_ms()).await {
+                Ok(true) => {
+                    self.inner.pool.state().taken += 1;
+                    tracing::info!(session_id = %id, "took a shell from the pool");
+                    return Some(handle);
+                }
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(session_id = %id, error = %e, "taking a pooled shell failed");
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// A session ended: if it was pooled (never taken), its row goes and the pool refills.
+    pub(super) fn pooled_ended(&self, id: &str) {
+        let was_ready = {
+            let mut state = self.inner.pool.state();
+            if !state.members.remove(id) {
+                return;
+            }
+            let before = state.ready.len();
+            state.ready.retain(|r| r != id);
+            state.ready.len() != before
+        };
+        let sessions = self.clone();
+        let id = id.to_owned();
+        self.inner.tasks.spawn(async move {
+            if let Err(e) = sessions.inner.store.delete_pooled(Some(&id)).await {
+                tracing::warn!(session_id = %id, error = %e, "deleting a pooled shell failed");
+            }
+            if was_ready {
+                sessions.fill_pool();
+            }
+        });
+    }
+
+    /// The server stops: no more pooled shells start.
+    pub(super) fn close_pool(&self) {
+        self.inner.pool.state().closed = true;
+    }
+}
