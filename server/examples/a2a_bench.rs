@@ -12,7 +12,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -139,28 +138,7 @@ async fn start_ptyhost(bin: &Path, dir: &Path) -> anyhow::Result<Target> {
 }
 
 async fn start_sdk(python: &Path) -> anyhow::Result<Target> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/a2a_sdk_server.py");
-    let child = tokio::process::Command::new(python)
-        .arg(script)
-        .arg(port.to_string())
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http
-        .get(format!("{base}/.well-known/agent-card.json"))
-        .send()
-        .await
-        .is_err()
-    {
-        anyhow::ensure!(Instant::now() < deadline, "a2a-sdk server did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (child, base) = common::start_sdk(python).await?;
     Ok(Target {
         name: "a2a-sdk",
         base,

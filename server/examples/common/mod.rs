@@ -97,3 +97,37 @@ pub async fn start_server(
     }
     anyhow::bail!("ptyhost did not start")
 }
+
+/// Starts a2a-sdk's own server with its trivial agent (`a2a_sdk_server.py`) under `python`
+/// on a free loopback port; the child and its base URL, once its card answers.
+pub async fn start_sdk(
+    python: &std::path::Path,
+) -> anyhow::Result<(tokio::process::Child, String)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/a2a_sdk_server.py");
+    let child = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(port.to_string())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while http
+        .get(format!("{base}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .is_err()
+    {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "a2a-sdk server did not start"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Ok((child, base))
+}
