@@ -32,7 +32,7 @@ async fn main() -> anyhow::Result<()> {
         let mut viewers = Vec::new();
         for _ in 0..floods {
             let sid = common::command_session(&http, &addr, TOKEN, FLOOD).await?;
-            let stream = common::observe(&addr, &sid, TOKEN, None).await?;
+            let stream = common::observe(&addr, &sid, TOKEN, None, "pty-ws.v1").await?;
             viewers.push((sid, tokio::spawn(last_seen(stream, Duration::from_secs(2)))));
         }
         let rss = child.id().map_or(0.0, common::proc::rss_mib);
@@ -84,7 +84,7 @@ async fn last_seen(mut ws: common::Ws, span: Duration) -> anyhow::Result<(u64, i
 
 /// The last stored frame at or before `upto` of session `sid`: its sequence and time.
 async fn last_stored(addr: &str, sid: &str, upto: u64) -> anyhow::Result<Option<(u64, i64)>> {
-    let mut ws = common::observe(addr, sid, TOKEN, Some(0)).await?;
+    let mut ws = common::observe(addr, sid, TOKEN, Some(0), "pty-ws.v1").await?;
     let mut last = None;
     while let Ok(Some(Ok(msg))) = tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
         if let Message::Text(t) = msg {

@@ -38,7 +38,7 @@ async fn main() -> anyhow::Result<()> {
     for cycle in 1..=cycles {
         let mut readers = Vec::new();
         for _ in 0..viewers {
-            let mut ws = common::observe(&addr, &sid, TOKEN, None).await?;
+            let mut ws = common::observe(&addr, &sid, TOKEN, None, "pty-ws.v1").await?;
             readers.push(tokio::spawn(async move {
                 let end = tokio::time::Instant::now() + Duration::from_secs(3);
                 while let Ok(Some(Ok(_))) = tokio::time::timeout_at(end, ws.next()).await {}

@@ -38,19 +38,20 @@ pub async fn command_session(
         .ok_or_else(|| anyhow::anyhow!("no session: {created}"))
 }
 
-/// An observer of session `sid` on `addr` with admin `token`, joined (resuming after
-/// `replay_from` when given).
+/// An observer of session `sid` on `addr` with admin `token` over `subprotocol`, joined
+/// (resuming after `replay_from` when given).
 pub async fn observe(
     addr: &str,
     sid: &str,
     token: &str,
     replay_from: Option<u64>,
+    subprotocol: &str,
 ) -> anyhow::Result<Ws> {
     let mut req = format!("ws://{addr}/sessions/{sid}/attach").into_client_request()?;
     req.headers_mut()
         .insert("Authorization", format!("Bearer {token}").parse()?);
     req.headers_mut()
-        .insert("Sec-WebSocket-Protocol", "pty-ws.v1".parse()?);
+        .insert("Sec-WebSocket-Protocol", subprotocol.parse()?);
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
     let mut join = json!({ "op": "pty.join_session", "id": "j", "ts": "2026-12-01T00:00:00Z",
         "payload": { "role": "observer" } });

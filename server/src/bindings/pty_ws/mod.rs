@@ -50,6 +50,10 @@ pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 /// frame and close 1009; a larger one is refused unread, and since its bytes are never
 /// read, the client may see the close as a reset.
 const READ_LIMIT_BYTES: usize = 16 * MAX_FRAME_BYTES;
+/// What a connection's read buffer holds at most between reads. The WebSocket library
+/// zero-fills its whole read buffer before each read (128 KiB by default, resident for every
+/// idle viewer); a frame larger than this still arrives whole, the buffer growing for it.
+const READ_BUFFER_BYTES: usize = 4 * 1024;
 
 #[derive(Debug, Deserialize)]
 pub struct AttachPath {
@@ -84,6 +88,7 @@ pub async fn attach(
                         state.audit.record(used);
                     }
                     ws.protocols([subprotocol])
+                        .read_buffer_size(READ_BUFFER_BYTES)
                         .max_message_size(READ_LIMIT_BYTES)
                         .max_frame_size(READ_LIMIT_BYTES)
                         .on_upgrade(move |socket| {
