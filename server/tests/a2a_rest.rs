@@ -864,3 +864,13 @@ async fn bodies_over_the_limit_get_413_in_each_bindings_words_not_a_reset() {
     // The connection is still good for the next request.
     assert_eq!(s.get("/sessions", ADMIN).await.0, 200);
 }
+
+#[tokio::test]
+async fn a_command_that_ends_the_shell_fails_the_task_with_the_shells_exit_code() {
+    let s = TestServer::start(&[]).await;
+    let (_, body) = a2a(&s, "POST", "/message:send", ADMIN, Some(send("exit 3"))).await;
+    let task = &body["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+    assert_eq!(task["metadata"]["exit_code"], 3);
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], "exit code 3");
+}

@@ -605,7 +605,11 @@ impl Actor {
 
     async fn close(mut self, exit: Exit) {
         if let Some(shell) = self.shell.as_mut() {
-            shell.state.end();
+            // A shell that ended by itself was ended by its command; one that was ended
+            // (terminated, or ptyhost stopping) leaves its command without a status.
+            shell
+                .state
+                .end(exit.code.filter(|_| self.close_reason.is_none()));
         }
         if self.detaching() {
             return self.detach().await;

@@ -201,14 +201,14 @@ impl ShellState {
         }
     }
 
-    pub(super) fn end(&mut self) {
-        for run in self
-            .running
-            .take()
-            .map(|r| r.run)
-            .into_iter()
-            .chain(self.queue.drain(..))
-        {
+    /// The session ends with the shell's `exit` status: the running command ended it (as
+    /// `exit 3` does), so that is its exit status too; the queued ones never ran.
+    pub(super) fn end(&mut self, exit: Option<i32>) {
+        if let Some(r) = self.running.take() {
+            let event = exit.map_or(TaskEvent::Ended, |code| TaskEvent::Finished(Some(code)));
+            let _ = r.run.events.send(event);
+        }
+        for run in self.queue.drain(..) {
             let _ = run.events.send(TaskEvent::Ended);
         }
     }
@@ -340,7 +340,7 @@ mod tests {
         shell.running.as_mut().unwrap().kill_at = Some(Instant::now());
         shell.kill_overdue(&term);
         assert_eq!(term.kills.get(), 1);
-        shell.end();
+        shell.end(None);
         assert_eq!(
             drained(&mut running_rx),
             [TaskEvent::Started, TaskEvent::Ended]
