@@ -375,3 +375,30 @@ async fn versions_and_0_3_errors_are_kept_apart() {
     );
     assert_eq!(card["securitySchemes"]["bearer"]["type"], "http");
 }
+
+#[tokio::test]
+async fn jsonrpc_refuses_a_body_that_is_not_json_by_its_content_type_with_minus_32005() {
+    let s = TestServer::start(&[]).await;
+    let body =
+        json!({ "jsonrpc": "2.0", "id": 9, "method": "ListTasks", "params": {} }).to_string();
+    let req = s
+        .http
+        .post(format!("http://{}/jsonrpc", s.addr))
+        .header("Content-Type", "text/plain")
+        .header("A2A-Version", "1.0")
+        .body(body);
+    let (status, v) = s.call(req, ADMIN).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["id"], 9);
+    assert_rpc_error(&v, -32005, Some("CONTENT_TYPE_NOT_SUPPORTED"));
+    let with_charset = s
+        .http
+        .post(format!("http://{}/jsonrpc", s.addr))
+        .header("Content-Type", "application/json; charset=utf-8")
+        .header("A2A-Version", "1.0")
+        .body(
+            json!({ "jsonrpc": "2.0", "id": 10, "method": "ListTasks", "params": {} }).to_string(),
+        );
+    let (_, ok) = s.call(with_charset, ADMIN).await;
+    assert!(ok.get("result").is_some(), "{ok}");
+}

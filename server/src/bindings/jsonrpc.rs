@@ -27,6 +27,17 @@ pub async fn endpoint(
     uri: axum::http::Uri,
     body: Bytes,
 ) -> Response {
+    if super::json_content_type(&headers) == Some(false) {
+        let e = A2aError::ContentTypeNotSupported(
+            "a JSON-RPC request is application/json (or application/a2a+json)".into(),
+        );
+        let id = crate::json::parse_unique(&body)
+            .ok()
+            .and_then(|v| v.get("id").cloned())
+            .filter(|id| matches!(id, Value::String(_) | Value::Number(_)))
+            .unwrap_or(Value::Null);
+        return reply(StatusCode::OK, &error_object(&id, &e));
+    }
     let request = match crate::json::parse_unique(&body) {
         Ok(v) => v,
         Err(e) if e.is_data() => {

@@ -17,6 +17,22 @@ use crate::extensions::{self, Activation};
 
 /// What a request activates, by its `A2A-Extensions` headers, of the extensions the card
 /// declares (HTTP+JSON, JSON-RPC).
+/// The media types A2A bodies are sent as.
+const A2A_JSON: &str = "application/a2a+json";
+const JSON: &str = "application/json";
+
+/// Whether the request's `Content-Type` (its essence, without parameters) is one of them;
+/// `None` when it names none.
+fn json_content_type(headers: &HeaderMap) -> Option<bool> {
+    let declared = headers.get(axum::http::header::CONTENT_TYPE)?;
+    let essence = declared
+        .to_str()
+        .ok()
+        .and_then(|v| v.split(';').next())
+        .map(|t| t.trim().to_ascii_lowercase());
+    Some(essence.is_some_and(|t| t == JSON || t == A2A_JSON))
+}
+
 pub fn activate(tasks: &TaskService, headers: &HeaderMap) -> Result<Activation, A2aError> {
     Ok(extensions::activate(
         headers,

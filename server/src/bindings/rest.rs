@@ -24,8 +24,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
 use wire::a2a::{Task, TaskPushNotificationConfig};
 
-const A2A_JSON: &str = "application/a2a+json";
-const JSON: &str = "application/json";
+use super::{A2A_JSON, JSON};
 
 /// The 1.0 routes at the base, and the same operations in 0.3 shapes under `/v1`.
 pub fn routes(state: &AppState) -> Router<AppState> {
@@ -150,18 +149,8 @@ fn pick_media(headers: &HeaderMap) -> &'static str {
 
 /// A JSON media type, or no body at all (clients post `:cancel` and `:subscribe` bare).
 fn content_type_ok(headers: &HeaderMap) -> bool {
-    match headers.get(header::CONTENT_TYPE) {
-        Some(v) => v
-            .to_str()
-            .ok()
-            .map(|v| {
-                v.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase()
-            })
-            .is_some_and(|t| t == JSON || t == A2A_JSON),
+    match super::json_content_type(headers) {
+        Some(json) => json,
         None => {
             !headers.contains_key(header::TRANSFER_ENCODING)
                 && headers
