@@ -97,6 +97,10 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
     c.send_raw(r#"{"op":"pty.session_resize","id":"x2","ts":"t","payload":{"cols":0,"rows":9}}"#)
         .await;
     assert_error(&c.next().await, Some("x2"), "INVALID_REQUEST");
+    // The envelope table: payload is required.
+    c.send_raw(r#"{"op":"pty.request_keyframe","id":"x3","ts":"t"}"#)
+        .await;
+    assert_error(&c.next().await, Some("x3"), "INVALID_REQUEST");
     let id = c.input("too early").await;
     assert_error(&c.next().await, Some(&id), "INVALID_REQUEST");
 

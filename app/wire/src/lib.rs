@@ -316,11 +316,12 @@ impl ClientOp {
         if env.id.is_empty() {
             return Err(fail(DecodeError::Invalid("id must not be empty".into())));
         }
-        let mut payload = if env.payload.is_null() {
-            Value::Object(Map::new())
-        } else {
-            env.payload.clone()
-        };
+        if env.payload.is_null() {
+            return Err(fail(DecodeError::Invalid(
+                "payload is required (an object; {} when the op takes nothing)".into(),
+            )));
+        }
+        let mut payload = env.payload.clone();
         let session_id = match payload.as_object_mut().map(|p| p.remove("session_id")) {
             None => {
                 return Err(fail(DecodeError::Invalid(
