@@ -761,8 +761,10 @@ async fn the_0_3_rest_surface_speaks_0_3_protojson_on_the_same_tasks() {
 }
 
 #[tokio::test]
-async fn activated_extensions_are_echoed_in_the_header_they_came_in() {
+async fn activated_extensions_are_echoed_in_the_header_they_came_in_and_only_those_this_binding_implements()
+ {
     const PTY: &str = "https://agentic-sandbox.aiwg.io/extensions/pty-extensions/v1";
+    const A202: &str = "https://schemas.a202.org/a2a-ext/commercial/0.1";
     let s = TestServer::start(&[]).await;
     let echoed = |r: &reqwest::Response, name: &str| {
         r.headers()
@@ -776,7 +778,7 @@ async fn activated_extensions_are_echoed_in_the_header_they_came_in() {
         .header("A2A-Version", "1.0")
         .header(
             "A2A-Extensions",
-            format!("https://unknown.example/x, {PTY}"),
+            format!("https://unknown.example/x, {PTY}, {A202}"),
         )
         .send()
         .await
@@ -784,19 +786,19 @@ async fn activated_extensions_are_echoed_in_the_header_they_came_in() {
     assert_eq!(v1.status(), 200);
     assert_eq!(
         echoed(&v1, "a2a-extensions").as_deref(),
-        Some(PTY),
-        "unknown URIs are ignored"
+        Some(A202),
+        "unknown URIs and pty-ws's own extensions are not activated here"
     );
 
     let legacy = s
         .http
         .get(s.url("/v1/tasks/nope"))
         .bearer_auth(ADMIN)
-        .header("X-A2A-Extensions", PTY)
+        .header("X-A2A-Extensions", A202)
         .send()
         .await
         .unwrap();
-    assert_eq!(echoed(&legacy, "x-a2a-extensions").as_deref(), Some(PTY));
+    assert_eq!(echoed(&legacy, "x-a2a-extensions").as_deref(), Some(A202));
     assert_eq!(echoed(&legacy, "a2a-extensions"), None);
 
     let rpc = s
@@ -804,13 +806,13 @@ async fn activated_extensions_are_echoed_in_the_header_they_came_in() {
         .post(s.url("/jsonrpc"))
         .bearer_auth(ADMIN)
         .header("A2A-Version", "1.0")
-        .header("A2A-Extensions", PTY)
+        .header("A2A-Extensions", format!("{PTY}, {A202}"))
         .header("Content-Type", "application/json")
         .body(json!({ "jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {} }).to_string())
         .send()
         .await
         .unwrap();
-    assert_eq!(echoed(&rpc, "a2a-extensions").as_deref(), Some(PTY));
+    assert_eq!(echoed(&rpc, "a2a-extensions").as_deref(), Some(A202));
 
     let plain = s
         .http

@@ -15,8 +15,6 @@ use crate::a2a::service::TaskService;
 use crate::card;
 use crate::extensions::{self, Activation};
 
-/// What a request activates, by its `A2A-Extensions` headers, of the extensions the card
-/// declares (HTTP+JSON, JSON-RPC).
 /// The media types A2A bodies are sent as.
 const A2A_JSON: &str = "application/a2a+json";
 const JSON: &str = "application/json";
@@ -33,10 +31,13 @@ fn json_content_type(headers: &HeaderMap) -> Option<bool> {
     Some(essence.is_some_and(|t| t == JSON || t == A2A_JSON))
 }
 
+/// What a request activates, by its `A2A-Extensions` headers, of the extensions the card
+/// declares that HTTP+JSON and JSON-RPC implement: A202 (the PTY and flow-control
+/// extensions live on pty-ws alone).
 pub fn activate(tasks: &TaskService, headers: &HeaderMap) -> Result<Activation, A2aError> {
     Ok(extensions::activate(
         headers,
-        &card::extensions(tasks.commerce()),
+        &[tasks.commerce().declared()],
     )?)
 }
 
