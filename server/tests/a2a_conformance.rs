@@ -170,3 +170,47 @@ async fn the_long_running_scenario_can_be_resubscribed_and_canceled() {
     assert_eq!(status, 200);
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
 }
+
+/// a2a-tck CORE-CANCEL-001 and STREAM-ORDER-002..004: INPUT_REQUIRED is not terminal, so the
+/// task stays live: it can be subscribed to, and canceled.
+#[tokio::test]
+async fn a_task_at_input_required_stays_live_to_subscribe_to_and_to_cancel() {
+    let s = server().await;
+    let asked = send(&s, "tck-input-required-sub").await;
+    assert_eq!(
+        asked["task"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+    let id = asked["task"]["id"].as_str().unwrap().to_owned();
+
+    let subscribe = {
+        let url = format!("http://{}/tasks/{id}:subscribe", s.addr);
+        s.http
+            .get(url)
+            .bearer_auth(ADMIN)
+            .header("A2A-Version", "1.0")
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        subscribe.status(),
+        200,
+        "SubscribeToTask on an INPUT_REQUIRED task"
+    );
+    let mut events = subscribe.bytes_stream();
+    let first = tokio::time::timeout(WAIT, futures_util::StreamExt::next(&mut events))
+        .await
+        .expect("the subscription's first event")
+        .unwrap()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&first).contains("TASK_STATE_INPUT_REQUIRED"),
+        "{}",
+        String::from_utf8_lossy(&first)
+    );
+
+    let (status, canceled) = post(&s, &format!("/tasks/{id}:cancel"), json!({})).await;
+    assert_eq!(status, 200, "{canceled}");
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+}
