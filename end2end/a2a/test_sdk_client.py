@@ -211,3 +211,16 @@ def test_a_file_part_runs_as_a_script_and_an_output_comes_back_as_a_file_artifac
         assert sent.WhichOneof("content") == "url", "the history keeps a reference, not the bytes"
         assert sent.url.endswith(f"/sessions/{task.context_id}/files/script.sh")
     run(server, interface, body)
+
+
+@pytest.mark.parametrize("interface", INTERFACES, ids=IDS)
+def test_an_unknown_task_and_a_finished_one_raise_the_sdks_typed_errors(server, interface):
+    from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+
+    async def body(client):
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id="no-such-task"))
+        done = await send(client, "true")
+        with pytest.raises(TaskNotCancelableError):
+            await client.cancel_task(CancelTaskRequest(id=done.id))
+    run(server, interface, body)

@@ -173,6 +173,39 @@ impl A2aError {
         info
     }
 
+    /// The name 0.3 clients give this error's class (a2a-sdk's exception names), when A2A
+    /// has one for it.
+    fn v03_type(&self) -> Option<&'static str> {
+        Some(match self {
+            A2aError::TaskNotFound(_) | A2aError::PushConfigNotFound { .. } => "TaskNotFoundError",
+            A2aError::TaskNotCancelable(_) => "TaskNotCancelableError",
+            A2aError::UnsupportedOperation(_) => "UnsupportedOperationError",
+            A2aError::ContentTypeNotSupported(_) => "ContentTypeNotSupportedError",
+            A2aError::ExtendedCardNotConfigured => "ExtendedAgentCardNotConfiguredError",
+            A2aError::ExtensionSupportRequired(_) => "ExtensionSupportRequiredError",
+            A2aError::VersionNotSupported(_) => "VersionNotSupportedError",
+            A2aError::InvalidRequest(_) | A2aError::RequestTooLarge(_) => "InvalidRequestError",
+            A2aError::InvalidParams(_) | A2aError::Commerce(_) => "InvalidParamsError",
+            A2aError::MethodNotFound(_) => "MethodNotFoundError",
+            A2aError::StreamLagged(_) | A2aError::Internal => "InternalError",
+            A2aError::Unauthenticated(_) | A2aError::PermissionDenied(_) => return None,
+        })
+    }
+
+    /// The 0.3 REST body: the JSON-RPC `code` and `message` at the top (what
+    /// `@a2a-js/sdk`'s 0.3 REST client maps to its typed errors), the error's class as
+    /// `type` (what a2a-sdk's 0.3 REST client maps), and the google.rpc.Status under
+    /// `error`, as 1.0 sends it.
+    pub fn v03_rest_body(&self) -> Value {
+        let mut body = self.status_body();
+        body["code"] = json!(self.jsonrpc_code());
+        body["message"] = json!(self.to_string());
+        if let Some(t) = self.v03_type() {
+            body["type"] = json!(t);
+        }
+        body
+    }
+
     /// The REST body: google.rpc.Status.
     pub fn status_body(&self) -> Value {
         let (http, status) = self.http();

@@ -179,7 +179,11 @@ fn ok(media: Media, body: &Value) -> Response {
 fn error_response(e: &A2aError, media: Media) -> Response {
     let status = axum::http::StatusCode::from_u16(e.http().0)
         .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
-    respond(media, status, &e.status_body())
+    let body = match media.version {
+        Version::V1 => e.status_body(),
+        Version::V03 => e.v03_rest_body(),
+    };
+    respond(media, status, &body)
 }
 
 /// A body over `limit`: 413 with a google.rpc.Status.
