@@ -1,5 +1,6 @@
-//! Compiles `proto/a2a.proto` (the messages of the STDIO binding's `stdio-proto` variant)
-//! into a descriptor set with protox, a protobuf compiler in Rust: no protoc needed.
+//! Compiles `proto/a2a.proto` (A2A's normative service and messages: the gRPC binding's,
+//! and the STDIO binding's `stdio-proto` variant's) and `proto/stdio.proto` into a
+//! descriptor set with protox, a protobuf compiler in Rust: no protoc needed.
 //! Finds the web UI that `cargo xtask build` wrote for this profile
 //! (`{target}/{debug|release}/site`, or `PTYHOST_SITE_DIR`) so that `http::assets` embeds
 //! it; without one the binary embeds an empty site and says so when it serves.
@@ -7,8 +8,8 @@
 use prost::Message as _;
 
 fn main() {
-    println!("cargo:rerun-if-changed=proto/a2a.proto");
-    let set = protox::compile(["a2a.proto"], ["proto"]).expect("proto/a2a.proto compiles");
+    println!("cargo:rerun-if-changed=proto");
+    let set = protox::compile(["a2a.proto", "stdio.proto"], ["proto"]).expect("proto/ compiles");
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     std::fs::write(out.join("a2a.bin"), set.encode_to_vec()).expect("OUT_DIR is writable");
 

@@ -436,13 +436,13 @@ async fn stdio_proto_carries_the_same_operations_in_protobuf_bodies() {
     p.proto_request(
         "1",
         "SendMessage",
-        "a2a.v1.SendMessageRequest",
+        "lf.a2a.v1.SendMessageRequest",
         message("tck-complete-task-p", "hi"),
     )
     .await;
     let (kind, id, body) = p.proto_next().await;
     assert_eq!((kind.as_str(), id.as_str()), ("response", "1"));
-    let sent = decode("a2a.v1.SendMessageResponse", &body).unwrap();
+    let sent = decode("lf.a2a.v1.SendMessageResponse", &body).unwrap();
     assert_eq!(sent["task"]["status"]["state"], "TASK_STATE_COMPLETED");
     assert_eq!(
         sent["task"]["metadata"][METADATA_KEY]["sessionId"],
@@ -453,14 +453,14 @@ async fn stdio_proto_carries_the_same_operations_in_protobuf_bodies() {
     p.proto_request(
         "2",
         "GetTask",
-        "a2a.v1.GetTaskRequest",
+        "lf.a2a.v1.GetTaskRequest",
         json!({ "id": task_id }),
     )
     .await;
     let (kind, _, body) = p.proto_next().await;
     assert_eq!(kind, "response");
     assert_eq!(
-        decode("a2a.v1.Task", &body).unwrap()["id"],
+        decode("lf.a2a.v1.Task", &body).unwrap()["id"],
         task_id.as_str()
     );
 
@@ -468,13 +468,13 @@ async fn stdio_proto_carries_the_same_operations_in_protobuf_bodies() {
     p.proto_request(
         "3",
         "GetTask",
-        "a2a.v1.GetTaskRequest",
+        "lf.a2a.v1.GetTaskRequest",
         json!({ "id": "nope" }),
     )
     .await;
     let (kind, id, body) = p.proto_next().await;
     assert_eq!((kind.as_str(), id.as_str()), ("error", "3"));
-    let e = decode("a2a.v1.Error", &body).unwrap();
+    let e = decode("ptyhost.stdio.Error", &body).unwrap();
     assert_eq!(
         (e["code"].as_i64(), e["reason"].as_str()),
         (Some(-32001), Some("TASK_NOT_FOUND"))
@@ -484,7 +484,7 @@ async fn stdio_proto_carries_the_same_operations_in_protobuf_bodies() {
     p.proto_request(
         "4",
         "SendStreamingMessage",
-        "a2a.v1.SendMessageRequest",
+        "lf.a2a.v1.SendMessageRequest",
         message("tck-stream-001", "go"),
     )
     .await;
@@ -496,7 +496,7 @@ async fn stdio_proto_carries_the_same_operations_in_protobuf_bodies() {
             break;
         }
         assert_eq!(kind, "stream");
-        let event = decode("a2a.v1.StreamResponse", &body).unwrap();
+        let event = decode("lf.a2a.v1.StreamResponse", &body).unwrap();
         if let Some(s) = event["statusUpdate"]["status"]["state"].as_str() {
             states.push(s.to_owned());
         }
@@ -510,13 +510,13 @@ async fn stdio_proto_carries_the_same_operations_in_protobuf_bodies() {
     p.proto_request(
         "5",
         "SendStreamingMessage",
-        "a2a.v1.SendMessageRequest",
+        "lf.a2a.v1.SendMessageRequest",
         message("test-resubscribe-message-id-p", "long"),
     )
     .await;
     let (kind, _, body) = p.proto_next().await;
     assert_eq!(kind, "stream");
-    let long = decode("a2a.v1.StreamResponse", &body).unwrap()["task"]["id"]
+    let long = decode("lf.a2a.v1.StreamResponse", &body).unwrap()["task"]["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -535,13 +535,13 @@ async fn stdio_proto_carries_the_same_operations_in_protobuf_bodies() {
     p.proto_request(
         "6",
         "GetTask",
-        "a2a.v1.GetTaskRequest",
+        "lf.a2a.v1.GetTaskRequest",
         json!({ "id": long }),
     )
     .await;
     let (_, _, body) = p.proto_next().await;
     assert_ne!(
-        decode("a2a.v1.Task", &body).unwrap()["status"]["state"],
+        decode("lf.a2a.v1.Task", &body).unwrap()["status"]["state"],
         "TASK_STATE_CANCELED"
     );
 
@@ -565,9 +565,9 @@ async fn stdio_proto_runs_requests_concurrently_cancels_tasks_and_refuses_oversi
     let mut long = message("test-resubscribe-message-id-q", "long");
     long["configuration"] = json!({ "returnImmediately": true });
     // Two requests in flight; answers carry their ids.
-    p.proto_request("a", "SendMessage", "a2a.v1.SendMessageRequest", long)
+    p.proto_request("a", "SendMessage", "lf.a2a.v1.SendMessageRequest", long)
         .await;
-    p.proto_request("b", "ListTasks", "a2a.v1.ListTasksRequest", json!({}))
+    p.proto_request("b", "ListTasks", "lf.a2a.v1.ListTasksRequest", json!({}))
         .await;
     let mut answers = std::collections::HashMap::new();
     while answers.len() < 2 {
@@ -575,21 +575,21 @@ async fn stdio_proto_runs_requests_concurrently_cancels_tasks_and_refuses_oversi
         assert_eq!(kind, "response");
         answers.insert(id, body);
     }
-    let sent = decode("a2a.v1.SendMessageResponse", &answers["a"]).unwrap();
+    let sent = decode("lf.a2a.v1.SendMessageResponse", &answers["a"]).unwrap();
     let id = sent["task"]["id"].as_str().unwrap().to_owned();
-    assert!(decode("a2a.v1.ListTasksResponse", &answers["b"]).is_ok());
+    assert!(decode("lf.a2a.v1.ListTasksResponse", &answers["b"]).is_ok());
 
     p.proto_request(
         "c",
         "CancelTask",
-        "a2a.v1.CancelTaskRequest",
+        "lf.a2a.v1.CancelTaskRequest",
         json!({ "id": id }),
     )
     .await;
     let (kind, _, body) = p.proto_next().await;
     assert_eq!(kind, "response");
     assert_eq!(
-        decode("a2a.v1.Task", &body).unwrap()["status"]["state"],
+        decode("lf.a2a.v1.Task", &body).unwrap()["status"]["state"],
         "TASK_STATE_CANCELED"
     );
 
@@ -597,13 +597,13 @@ async fn stdio_proto_runs_requests_concurrently_cancels_tasks_and_refuses_oversi
     p.proto_request(
         "d",
         "GetTask",
-        "a2a.v1.GetTaskRequest",
+        "lf.a2a.v1.GetTaskRequest",
         json!({ "id": "x".repeat(5000) }),
     )
     .await;
     let (kind, _, body) = p.proto_next().await;
     assert_eq!(kind, "error");
-    let e = decode("a2a.v1.Error", &body).unwrap();
+    let e = decode("ptyhost.stdio.Error", &body).unwrap();
     assert_eq!(
         (e["code"].as_i64(), e["message"].as_str()),
         (Some(-32000), Some("Message too large"))

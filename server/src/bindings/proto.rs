@@ -1,5 +1,6 @@
-//! The A2A 1.0 messages as protobuf, for the STDIO binding's `stdio-proto` variant: the
-//! descriptor set compiled from `proto/a2a.proto` at build time, and the proto3 JSON
+//! The A2A 1.0 messages as protobuf, for the gRPC binding and the STDIO binding's
+//! `stdio-proto` variant: the descriptor set compiled from A2A's normative `proto/a2a.proto`
+//! at build time, and the proto3 JSON
 //! mapping (prost-reflect) between those messages and ptyhost's 1.0 ProtoJSON — so the
 //! variant runs the very same operations as `stdio-json`.
 
@@ -15,7 +16,7 @@ fn pool() -> &'static DescriptorPool {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
     POOL.get_or_init(|| {
         DescriptorPool::decode(include_bytes!(concat!(env!("OUT_DIR"), "/a2a.bin")).as_ref())
-            .expect("the descriptor set built from proto/a2a.proto decodes")
+            .expect("the descriptor set built from proto/ decodes")
     })
 }
 
@@ -43,35 +44,47 @@ pub fn decode(type_name: &str, bytes: &[u8]) -> Result<Value, String> {
 pub fn method_types(method: &str) -> Option<(&'static str, &'static str, bool)> {
     Some(match method {
         "SendMessage" => (
-            "a2a.v1.SendMessageRequest",
-            "a2a.v1.SendMessageResponse",
+            "lf.a2a.v1.SendMessageRequest",
+            "lf.a2a.v1.SendMessageResponse",
             false,
         ),
-        "SendStreamingMessage" => ("a2a.v1.SendMessageRequest", "a2a.v1.StreamResponse", true),
-        "GetTask" => ("a2a.v1.GetTaskRequest", "a2a.v1.Task", false),
-        "ListTasks" => ("a2a.v1.ListTasksRequest", "a2a.v1.ListTasksResponse", false),
-        "CancelTask" => ("a2a.v1.CancelTaskRequest", "a2a.v1.Task", false),
+        "SendStreamingMessage" => (
+            "lf.a2a.v1.SendMessageRequest",
+            "lf.a2a.v1.StreamResponse",
+            true,
+        ),
+        "GetTask" => ("lf.a2a.v1.GetTaskRequest", "lf.a2a.v1.Task", false),
+        "ListTasks" => (
+            "lf.a2a.v1.ListTasksRequest",
+            "lf.a2a.v1.ListTasksResponse",
+            false,
+        ),
+        "CancelTask" => ("lf.a2a.v1.CancelTaskRequest", "lf.a2a.v1.Task", false),
         "SubscribeToTask" => (
-            "a2a.v1.SubscribeToTaskRequest",
-            "a2a.v1.StreamResponse",
+            "lf.a2a.v1.SubscribeToTaskRequest",
+            "lf.a2a.v1.StreamResponse",
             true,
         ),
         "CreateTaskPushNotificationConfig" => (
-            "a2a.v1.TaskPushNotificationConfig",
-            "a2a.v1.TaskPushNotificationConfig",
+            "lf.a2a.v1.TaskPushNotificationConfig",
+            "lf.a2a.v1.TaskPushNotificationConfig",
             false,
         ),
         "GetTaskPushNotificationConfig" => (
-            "a2a.v1.PushConfigRequest",
-            "a2a.v1.TaskPushNotificationConfig",
+            "lf.a2a.v1.GetTaskPushNotificationConfigRequest",
+            "lf.a2a.v1.TaskPushNotificationConfig",
             false,
         ),
         "ListTaskPushNotificationConfigs" => (
-            "a2a.v1.ListTaskPushNotificationConfigsRequest",
-            "a2a.v1.ListTaskPushNotificationConfigsResponse",
+            "lf.a2a.v1.ListTaskPushNotificationConfigsRequest",
+            "lf.a2a.v1.ListTaskPushNotificationConfigsResponse",
             false,
         ),
-        "DeleteTaskPushNotificationConfig" => ("a2a.v1.PushConfigRequest", EMPTY, false),
+        "DeleteTaskPushNotificationConfig" => (
+            "lf.a2a.v1.DeleteTaskPushNotificationConfigRequest",
+            EMPTY,
+            false,
+        ),
         "system/shutdown" => (EMPTY, EMPTY, false),
         _ => return None,
     })
@@ -80,7 +93,7 @@ pub fn method_types(method: &str) -> Option<(&'static str, &'static str, bool)> 
 /// The error message of a failed request: code, message and reason as in stdio-json.
 pub fn error(code: i64, message: &str, reason: &str) -> Vec<u8> {
     let json = serde_json::json!({ "code": code, "message": message, "reason": reason });
-    encode("a2a.v1.Error", &json).unwrap_or_default()
+    encode("ptyhost.stdio.Error", &json).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -92,23 +105,23 @@ mod tests {
     fn tasks_round_trip_through_protobuf_in_their_1_0_json_shape() {
         let task = json!({
             "id": "t", "contextId": "c",
-            "status": { "state": "TASK_STATE_COMPLETED", "timestamp": "2026-11-29T00:00:00.000Z",
+            "status": { "state": "TASK_STATE_COMPLETED", "timestamp": "2026-11-29T00:00:00.123Z",
                 "message": { "messageId": "m", "role": "ROLE_AGENT", "parts": [{ "text": "done" }] } },
             "artifacts": [{ "artifactId": "output", "parts": [{ "text": "hi\r\n", "mediaType": "text/plain" }, { "raw": "aGk=" }, { "data": { "a": [1.5, "x"] } }] }],
             "metadata": { "exit_code": 0.0 },
         });
-        let bytes = encode("a2a.v1.Task", &task).unwrap();
-        assert_eq!(decode("a2a.v1.Task", &bytes).unwrap(), task);
+        let bytes = encode("lf.a2a.v1.Task", &task).unwrap();
+        assert_eq!(decode("lf.a2a.v1.Task", &bytes).unwrap(), task);
         let wrapped = json!({ "statusUpdate": { "taskId": "t", "contextId": "c", "status": { "state": "TASK_STATE_WORKING" } } });
-        let bytes = encode("a2a.v1.StreamResponse", &wrapped).unwrap();
-        assert_eq!(decode("a2a.v1.StreamResponse", &bytes).unwrap(), wrapped);
+        let bytes = encode("lf.a2a.v1.StreamResponse", &wrapped).unwrap();
+        assert_eq!(decode("lf.a2a.v1.StreamResponse", &bytes).unwrap(), wrapped);
         assert!(
             encode(
-                "a2a.v1.Task",
+                "lf.a2a.v1.Task",
                 &json!({ "status": { "state": "NOT_A_STATE" } })
             )
             .is_err()
         );
-        assert!(decode("a2a.v1.Task", b"\xff\xff").is_err());
+        assert!(decode("lf.a2a.v1.Task", b"\xff\xff").is_err());
     }
 }
