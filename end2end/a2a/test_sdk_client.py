@@ -1,5 +1,5 @@
 """The official Python a2a-sdk client against the real ptyhost, over each of HTTP+JSON 1.0,
-JSON-RPC 1.0, HTTP+JSON 0.3 and JSON-RPC 0.3: it sends commands, streams them, reads, lists,
+JSON-RPC 1.0, gRPC 1.0 (its GrpcTransport), HTTP+JSON 0.3 and JSON-RPC 0.3: it sends commands, streams them, reads, lists,
 cancels and subscribes to tasks, and manages push notification configs."""
 
 import asyncio
@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 import uuid
 
+import grpc
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
@@ -34,7 +35,7 @@ from a2a.types import (
 TOKEN = "sdk-test-admin-token"
 # (binding, protocol version): 1.0 clients resolve ptyhost's own card; 0.3 clients get a
 # card with only the 0.3 interface, which makes the SDK use its 0.3 compat transports.
-INTERFACES = [("HTTP+JSON", "1.0"), ("JSONRPC", "1.0"), ("HTTP+JSON", "0.3"), ("JSONRPC", "0.3")]
+INTERFACES = [("HTTP+JSON", "1.0"), ("JSONRPC", "1.0"), ("GRPC", "1.0"), ("HTTP+JSON", "0.3"), ("JSONRPC", "0.3")]
 IDS = [f"{b} {v}" for b, v in INTERFACES]
 
 
@@ -60,7 +61,12 @@ def run(server, interface, body, streaming=False):
 
     async def go():
         http = httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
-        config = ClientConfig(supported_protocol_bindings=[binding], httpx_client=http, streaming=streaming)
+        # The bearer token as gRPC call credentials, over plaintext to the loopback address.
+        credentials = grpc.composite_channel_credentials(
+            grpc.local_channel_credentials(), grpc.access_token_call_credentials(TOKEN))
+        config = ClientConfig(
+            supported_protocol_bindings=[binding], httpx_client=http, streaming=streaming,
+            grpc_channel_factory=lambda url: grpc.aio.secure_channel(url, credentials))
         if version == "1.0":
             card = server
         else:

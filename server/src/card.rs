@@ -85,6 +85,11 @@ pub fn v1_card(state: &AppState) -> Value {
                 "protocolVersion": "1.0",
             },
             {
+                "url": state.grpc_url(),
+                "protocolBinding": "GRPC",
+                "protocolVersion": "1.0",
+            },
+            {
                 "url": format!("{}/jsonrpc", state.base_url()),
                 "protocolBinding": "JSONRPC",
                 "protocolVersion": "0.3",

@@ -72,6 +72,19 @@ impl AppState {
     }
 
     /// `B`, the base URL of this instance's API.
+    /// Where gRPC clients connect: the public URL's host and port (gRPC targets carry no
+    /// scheme or path; TLS follows `--tls-cert`).
+    pub fn grpc_url(&self) -> String {
+        let url = reqwest::Url::parse(&self.public_url).ok();
+        match url
+            .as_ref()
+            .and_then(|u| Some((u.host_str()?, u.port_or_known_default()?)))
+        {
+            Some((host, port)) => format!("{host}:{port}"),
+            None => self.public_url.clone(),
+        }
+    }
+
     pub fn base_url(&self) -> String {
         format!("{}/agents/{}", self.public_url, self.instance_id)
     }

@@ -25,7 +25,8 @@ pub fn acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .context("the certificate and key do not fit together")?;
-    // WebSocket upgrades ride HTTP/1.1.
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // gRPC rides HTTP/2; WebSocket upgrades ride HTTP/1.1 (a client that wants one offers
+    // only http/1.1, as WebSocket clients do).
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }

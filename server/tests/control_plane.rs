@@ -385,6 +385,15 @@ async fn agent_cards_advertise_the_pty_binding_and_extension_with_real_settings(
         pure["supportedInterfaces"][1]["url"],
         format!("http://{}/agents/local/jsonrpc", s.addr)
     );
+    let grpc = &pure["supportedInterfaces"][3];
+    assert_eq!(
+        (
+            grpc["protocolBinding"].as_str(),
+            grpc["protocolVersion"].as_str()
+        ),
+        (Some("GRPC"), Some("1.0"))
+    );
+    assert_eq!(grpc["url"], s.addr.as_str(), "a gRPC target: host and port");
     let iface = &pure["supportedInterfaces"][2];
     assert_eq!(
         iface["protocolBinding"],

@@ -112,6 +112,32 @@ async fn tls_serves_https_and_wss_on_a_non_loopback_address() {
     let hello = ws.next().await.unwrap().unwrap();
     assert!(hello.to_text().unwrap().contains("binding_hello"));
 
+    // gRPC over h2 on the same listener.
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(&ca_pem))
+        .domain_name("localhost");
+    let channel = tonic::transport::Endpoint::from_shared(format!("https://{}", s.addr))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .expect("a gRPC channel over TLS");
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let mut req = tonic::Request::new(bytes::Bytes::from(
+        server::bindings::proto::encode("lf.a2a.v1.ListTasksRequest", &serde_json::json!({}))
+            .unwrap(),
+    ));
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {ADMIN}").parse().unwrap());
+    let path = "/lf.a2a.v1.A2AService/ListTasks".parse().unwrap();
+    let listed = grpc
+        .unary(req, path, server::bindings::grpc::RawCodec)
+        .await
+        .expect("ListTasks over gRPC with TLS");
+    server::bindings::proto::decode("lf.a2a.v1.ListTasksResponse", listed.get_ref()).unwrap();
+
     // The A202 HTTPS binding takes objects here: HTTPS off loopback is no insecure endpoint.
     let (signer, _) = Signer::generate("key_tls_es_01", Algorithm::Es256).unwrap();
     let mut offer: Value = serde_json::from_str(include_str!("fixtures/a202/offer.json")).unwrap();

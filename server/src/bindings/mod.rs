@@ -1,6 +1,7 @@
 //! Thin adapters between transports and the task service and sessions.
 
 pub mod a202;
+pub mod grpc;
 pub mod jsonrpc;
 pub mod proto;
 pub mod pty_ws;

@@ -85,6 +85,11 @@ pub fn method_types(method: &str) -> Option<(&'static str, &'static str, bool)> 
             EMPTY,
             false,
         ),
+        "GetExtendedAgentCard" => (
+            "lf.a2a.v1.GetExtendedAgentCardRequest",
+            "lf.a2a.v1.AgentCard",
+            false,
+        ),
         "system/shutdown" => (EMPTY, EMPTY, false),
         _ => return None,
     })

@@ -20,7 +20,7 @@ use axum::routing::{delete, get};
 use leptos::prelude::LeptosOptions;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 
-use crate::bindings::{a202, jsonrpc, pty_ws, rest};
+use crate::bindings::{a202, grpc, jsonrpc, pty_ws, rest};
 use crate::card;
 use crate::plumbing::{ApiError, AppState};
 
@@ -106,6 +106,10 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
                 .layer(body::limit(a202::MAX_OBJECT_BYTES, a202::too_large)),
         )
         .route("/a202/transactions/{id}", get(a202::transaction))
+        .route(
+            &format!("/{}/{{method}}", grpc::SERVICE),
+            axum::routing::post(grpc::serve),
+        )
         .nest("/agents/{instance_id}", instance)
         .merge(root_api)
         .with_state(state)
