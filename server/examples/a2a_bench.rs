@@ -1,6 +1,7 @@
 //! GetTask and SendMessage(returnImmediately) requests per second on ptyhost against the
 //! same operations on a2a-sdk's own Python server with a trivial agent, side by side in one
-//! run, over HTTP+JSON 1.0; one summary line per figure, with the ratio.
+//! run, over HTTP+JSON 1.0; one summary line per figure, with the ratio. Then the same two
+//! operations on ptyhost over gRPC, beside its HTTP+JSON figures.
 //!
 //!     scripts/bench-a2a.sh            (installs the Python side, builds, runs this)
 //!     cargo run --release -p server --example a2a_bench -- PYTHON [PTYHOST_BIN] [SECS] [CONCURRENCY]
@@ -126,6 +127,71 @@ async fn rate(target: &Arc<Target>, op: Op, secs: f64, concurrency: usize) -> an
     Ok(done.load(Ordering::Relaxed) as f64 / elapsed)
 }
 
+/// One gRPC call of `method` with the 1.0 ProtoJSON `request`; the answer as JSON.
+async fn grpc_call(
+    channel: &tonic::transport::Channel,
+    method: &str,
+    request: &Value,
+) -> anyhow::Result<Value> {
+    use server::bindings::{grpc::RawCodec, proto};
+    let (request_type, answer_type, _) =
+        proto::method_types(method).ok_or_else(|| anyhow::anyhow!("no method {method}"))?;
+    let body = proto::encode(request_type, request).map_err(anyhow::Error::msg)?;
+    let mut req = tonic::Request::new(bytes::Bytes::from(body));
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {TOKEN}").parse()?);
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    grpc.ready().await?;
+    let path = format!("/lf.a2a.v1.A2AService/{method}").parse()?;
+    let answer = grpc.unary(req, path, RawCodec).await?;
+    proto::decode(answer_type, answer.get_ref()).map_err(anyhow::Error::msg)
+}
+
+/// Requests per second of `op` over gRPC to ptyhost at `base`, as `rate` measures them:
+/// `concurrency` clients, each with its own HTTP/2 connection.
+async fn grpc_rate(base: &str, op: Op, secs: f64, concurrency: usize) -> anyhow::Result<f64> {
+    let endpoint = tonic::transport::Endpoint::from_shared(base.to_owned())?;
+    let send = |n: u64| {
+        json!({
+            "message": { "messageId": format!("tck-complete-task-g{n}"), "role": "ROLE_USER", "parts": [{ "text": "hi" }] },
+            "configuration": { "returnImmediately": true },
+        })
+    };
+    let first = endpoint.connect().await?;
+    let sent = grpc_call(&first, "SendMessage", &send(0)).await?;
+    let task = sent["task"]["id"].as_str().unwrap_or_default().to_owned();
+    let done = Arc::new(AtomicU64::new(0));
+    let measuring = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Instant::now() + Duration::from_secs_f64(secs + 1.0);
+    let mut workers = Vec::new();
+    for w in 0..concurrency {
+        let channel = endpoint.connect().await?;
+        let (task, done, measuring) = (task.clone(), done.clone(), measuring.clone());
+        workers.push(tokio::spawn(async move {
+            let mut n = (w as u64) << 32;
+            while Instant::now() < stop {
+                n += 1;
+                let answer = match op {
+                    Op::GetTask => grpc_call(&channel, "GetTask", &json!({ "id": task })).await,
+                    Op::SendMessage => grpc_call(&channel, "SendMessage", &send(n)).await,
+                };
+                answer?;
+                if measuring.load(Ordering::Relaxed) {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            anyhow::Ok(())
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    for w in workers {
+        w.await??;
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+}
+
 async fn start_ptyhost(bin: &Path, dir: &Path) -> anyhow::Result<Target> {
     let flags = ["--executor", "conformance"];
     let (child, addr) = common::start_server(bin, dir, TOKEN, &flags).await?;
@@ -169,6 +235,17 @@ async fn main() -> anyhow::Result<()> {
         println!(
             "{label} req/s: ptyhost {ours:.0}, a2a-sdk {theirs:.0}, ratio {:.2}",
             ours / theirs
+        );
+    }
+    for (label, op) in [
+        ("GetTask", Op::GetTask),
+        ("SendMessage(returnImmediately)", Op::SendMessage),
+    ] {
+        let http = rate(&ptyhost, op, secs, concurrency).await?;
+        let grpc = grpc_rate(&ptyhost.base, op, secs, concurrency).await?;
+        println!(
+            "ptyhost {label} req/s: gRPC {grpc:.0}, HTTP+JSON {http:.0}, ratio {:.2}",
+            grpc / http
         );
     }
     println!(
