@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need (only when missing) and runs every test: the UI build and the
 # debug ptyhost that embeds it, the Rust unit and integration tests (real server, real PTYs,
-# real WebSocket clients), the official Python A2A client against the server, and the
-# Playwright tests in Chromium (against a copy of the binary alone in an empty directory).
+# real WebSocket clients), the official Python and JavaScript A2A clients against the
+# server, and the Playwright tests in Chromium (against a copy of the binary alone in an
+# empty directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -23,4 +24,5 @@ cargo test -p app
 cargo test -p server
 export PTYHOST_BIN="$CARGO_TARGET_DIR/debug/ptyhost"
 (cd end2end/a2a && "${PTYHOST_VENV:-/var/cache/ptyhost/venv}/bin/python" -m pytest -q -p no:cacheprovider)
+(cd end2end && node --test a2a-js/)
 (cd end2end && npx playwright test)

@@ -431,7 +431,8 @@ pub struct ListTasksRequest {
     pub tenant: Option<String>,
     #[serde(default, alias = "context_id")]
     pub context_id: Option<String>,
-    #[serde(default)]
+    /// TASK_STATE_UNSPECIFIED (the enum's ProtoJSON default) filters nothing.
+    #[serde(default, deserialize_with = "state_filter")]
     pub status: Option<TaskState>,
     #[serde(default, alias = "page_size")]
     pub page_size: Option<u32>,
@@ -443,6 +444,15 @@ pub struct ListTasksRequest {
     pub status_timestamp_after: Option<String>,
     #[serde(default, alias = "include_artifacts")]
     pub include_artifacts: bool,
+}
+
+fn state_filter<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TaskState>, D::Error> {
+    match Option::<String>::deserialize(d)?.as_deref() {
+        None | Some("TASK_STATE_UNSPECIFIED") => Ok(None),
+        Some(name) => TaskState::from_name(name)
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("unknown task state {name:?}"))),
+    }
 }
 
 /// GetTaskRequest / CancelTaskRequest / SubscribeToTaskRequest.
@@ -459,6 +469,17 @@ pub struct TaskIdRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_filtered_by_the_unspecified_state_is_not_filtered() {
+        let req: ListTasksRequest =
+            serde_json::from_value(json!({ "status": "TASK_STATE_UNSPECIFIED" })).unwrap();
+        assert_eq!(req.status, None);
+        let req: ListTasksRequest =
+            serde_json::from_value(json!({ "status": "TASK_STATE_WORKING" })).unwrap();
+        assert_eq!(req.status, Some(TaskState::Working));
+        assert!(serde_json::from_value::<ListTasksRequest>(json!({ "status": "BUSY" })).is_err());
+    }
     use serde_json::json;
 
     #[test]
