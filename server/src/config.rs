@@ -39,6 +39,26 @@ pub enum Command {
     /// Put, get, list and remove files in a session's working directory over a running
     /// server's files routes.
     Files(FilesArgs),
+    /// Sessions in the store, without a running server: export one as a recording.
+    Session(SessionCommandArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SessionCommandArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(subcommand)]
+    pub command: SessionCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum SessionCommand {
+    /// Write session SID as an asciicast v2 recording to --out, else stdout.
+    Export {
+        session: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Args)]

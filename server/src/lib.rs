@@ -23,6 +23,7 @@ pub mod http;
 pub mod json;
 pub mod limits;
 pub mod plumbing;
+pub mod recording;
 pub mod revocation;
 
 pub mod sessions;

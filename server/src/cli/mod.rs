@@ -5,6 +5,7 @@ pub mod a2a;
 mod core;
 pub mod files;
 pub mod serve;
+pub mod session;
 pub mod stdio;
 pub mod token;
 
@@ -25,6 +26,7 @@ pub async fn run(command: Command) -> ExitCode {
         Command::Token(args) => token::run(args).await,
         Command::A2a(args) => a2a::run(args).await,
         Command::Files(args) => files::run(args).await,
+        Command::Session(args) => session::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -174,6 +174,29 @@ pub async fn show(
     Ok(Json(view_json(&state, &v)))
 }
 
+/// The session as an asciicast v2 recording, streamed from its stored frames (any scope
+/// that may see the session may play it back).
+pub async fn recording(
+    State(state): State<AppState>,
+    who: Principal,
+    Path(SessionPath { sid }): Path<SessionPath>,
+) -> Result<Response, ApiError> {
+    let v = visible(&state, &who, &sid).await?;
+    let body = axum::body::Body::from_stream(crate::recording::cast(state.store.clone(), v.row));
+    let disposition = format!("attachment; filename=\"{sid}.cast\"");
+    Ok((
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/x-asciicast".to_owned(),
+            ),
+            (axum::http::header::CONTENT_DISPOSITION, disposition),
+        ],
+        body,
+    )
+        .into_response())
+}
+
 /// Ends a running session (SIGHUP to its process group, SIGKILL after a grace period)
 /// and answers once it is closed; a closed session is answered as it is.
 pub async fn terminate(

@@ -150,6 +150,41 @@ impl Store {
         rows.iter().map(stored_frame).collect()
     }
 
+    /// Up to `limit` of a session's output and resize frames after `after`, in order (what
+    /// a recording plays).
+    pub async fn recorded_frames(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<Frame>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = ? AND sequence > ?
+             AND kind IN ('Output', 'Resize') ORDER BY sequence LIMIT ?"
+        )))
+        .bind(session_id)
+        .bind(after.min(i64::MAX as u64) as i64)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(stored_frame).collect()
+    }
+
+    /// The envelope of a session's first keyframe or resize (it says the size it started
+    /// at).
+    pub async fn first_sized_frame(&self, session_id: &str) -> Result<Option<Vec<u8>>> {
+        let row = sqlx::query(
+            "SELECT frame FROM frames WHERE session_id = ? AND kind IN ('Keyframe', 'Resize')
+             ORDER BY sequence LIMIT 1",
+        )
+        .bind(session_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row
+            .and_then(|r| r.get::<Option<String>, _>(0))
+            .map(String::into_bytes))
+    }
+
     /// The last keyframe of a session and every frame after it (all frames if it has none).
     pub async fn frames_from_last_keyframe(&self, session_id: &str) -> Result<Vec<Frame>> {
         let rows = sqlx::query(AssertSqlSafe(format!(

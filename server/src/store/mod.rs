@@ -252,8 +252,9 @@ impl Store {
     pub async fn insert_session(&self, s: &SessionRow) -> Result<()> {
         sqlx::query(
             "INSERT INTO sessions (id, instance_id, label, argv, cwd, env, backend, class, cols, rows,
-             state, exit_code, close_reason, last_sequence, sequence_reserved, created_at, closed_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             state, exit_code, close_reason, last_sequence, sequence_reserved, created_at, closed_at,
+             start_cols, start_rows)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&s.id)
         .bind(&s.instance_id)
@@ -272,9 +273,23 @@ impl Store {
         .bind(s.sequence_reserved as i64)
         .bind(s.created_at)
         .bind(s.closed_at)
+        .bind(i64::from(s.cols))
+        .bind(i64::from(s.rows))
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// The size session `id` started at (`None` for one stored before it was kept).
+    pub async fn start_size(&self, id: &str) -> Result<Option<(u16, u16)>> {
+        let row = sqlx::query("SELECT start_cols, start_rows FROM sessions WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.and_then(|r| {
+            let (cols, rows): (Option<i64>, Option<i64>) = (r.get(0), r.get(1));
+            Some((u16::try_from(cols?).ok()?, u16::try_from(rows?).ok()?))
+        }))
     }
 
     pub async fn list_sessions(&self, instance_id: &str) -> Result<Vec<SessionRow>> {

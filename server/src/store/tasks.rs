@@ -99,6 +99,15 @@ impl Store {
         ))
     }
 
+    /// The tasks of context (session) `context_id`, as JSON.
+    pub async fn tasks_of_context(&self, context_id: &str) -> Result<Vec<String>> {
+        let rows = sqlx::query("SELECT task FROM tasks WHERE context_id = ?")
+            .bind(context_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     /// Tasks a previous process left unfinished, as JSON.
     pub async fn unfinished_tasks(&self) -> Result<Vec<String>> {
         let rows = sqlx::query(

@@ -1,0 +1,135 @@
+//! A session as an asciicast v2 recording (`GET B/sessions/{sid}/recording.cast`, `ptyhost
+//! session export`): its output, its resizes and its tasks' starts, played back by the real
+//! asciinema with the very bytes the session printed.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// The asciinema the test command installs (PyPI's `asciinema`, in the tests' virtualenv).
+fn asciinema() -> std::path::PathBuf {
+    let venv = std::env::var_os("PTYHOST_VENV").unwrap_or_else(|| "/var/cache/ptyhost/venv".into());
+    std::path::Path::new(&venv).join("bin/asciinema")
+}
+
+async fn run_task(s: &TestServer, sid: &str, command: &str) {
+    let body = json!({ "message": { "messageId": uuid::Uuid::now_v7().to_string(), "role": "ROLE_USER",
+        "contextId": sid, "parts": [{ "text": command }] } });
+    let req = s
+        .http
+        .post(s.url("/message:send"))
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "application/json")
+        .body(body.to_string());
+    let (status, answer) = s.call(req, ADMIN).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_recording_has_the_output_resizes_and_task_starts_and_asciinema_plays_its_bytes() {
+    let s = TestServer::start(&["--shell-pool", "0"]).await;
+    let sid = s.create_session(json!({ "cols": 90, "rows": 20 })).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut controller = s.attach(&sid, ADMIN).await;
+    controller.join("controller").await;
+    run_task(&s, &sid, "printf 'héllo wörld ✓\\n'").await;
+    controller
+        .send("pty.session_resize", json!({ "cols": 100, "rows": 30 }))
+        .await;
+    controller.expect_kind("Resize").await;
+    run_task(&s, &sid, "echo after-the-resize").await;
+    let (status, _) = s.delete(&format!("/sessions/{sid}"), ADMIN).await;
+    assert_eq!(status, 200);
+    s.wait_closed(&sid).await;
+
+    let resp = s
+        .http
+        .get(s.url(&format!("/sessions/{sid}/recording.cast")))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/x-asciicast");
+    let cast = resp.text().await.unwrap();
+    let mut lines = cast.lines();
+    let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["version"], 2);
+    assert_eq!(
+        (header["width"].as_u64(), header["height"].as_u64()),
+        (Some(90), Some(20))
+    );
+    let events: Vec<Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+    let of = |code: &str| -> Vec<&Value> { events.iter().filter(|e| e[1] == code).collect() };
+    assert_eq!(
+        of("r")
+            .iter()
+            .map(|e| e[2].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["100x30"]
+    );
+    let markers: Vec<&str> = of("m").iter().map(|e| e[2].as_str().unwrap()).collect();
+    assert_eq!(markers.len(), 2, "{markers:?}");
+    assert!(
+        markers[0].ends_with("printf 'héllo wörld ✓\\n'")
+            && markers[1].ends_with("echo after-the-resize")
+    );
+    let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "events in time order"
+    );
+
+    // The bytes the session printed, as its replay has them.
+    let printed: Vec<u8> = s
+        .replay_closed(&sid, 0)
+        .await
+        .iter()
+        .filter(|f| kind(f) == "Output")
+        .flat_map(output_bytes)
+        .collect();
+    let written: String = of("o").iter().map(|e| e[2].as_str().unwrap()).collect();
+    assert_eq!(written.as_bytes(), &printed[..]);
+    assert!(written.contains("héllo wörld ✓"));
+
+    let file = s.dir.join("session.cast");
+    let export = tokio::process::Command::new(bin())
+        .args(["session", "export", &sid, "--out"])
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(&s.dir)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        export.status.success(),
+        "{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        cast,
+        "the CLI writes the same recording"
+    );
+    let played = std::process::Command::new(asciinema())
+        .arg("cat")
+        .arg(&file)
+        .output()
+        .expect("asciinema runs (the test command installs it)");
+    assert!(
+        played.status.success(),
+        "{}",
+        String::from_utf8_lossy(&played.stderr)
+    );
+    assert_eq!(
+        played.stdout, printed,
+        "asciinema cat prints the session's bytes"
+    );
+}
