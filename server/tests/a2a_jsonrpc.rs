@@ -361,7 +361,7 @@ async fn versions_and_0_3_errors_are_kept_apart() {
         .iter()
         .map(|i| i["protocolVersion"].as_str().unwrap())
         .collect();
-    assert_eq!(versions, ["1.0", "1.0", "1.0", "0.3", "0.3"]);
+    assert_eq!(versions, ["1.0", "1.0", "1.0", "1.0", "0.3", "0.3"]);
     assert_eq!(
         (
             card["protocolVersion"].as_str(),
