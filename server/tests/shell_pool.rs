@@ -9,27 +9,10 @@ use std::time::Duration;
 use common::*;
 use serde_json::{Value, json};
 
-/// A metric's value from `/metrics`.
-async fn metric(s: &TestServer, name: &str) -> u64 {
-    let text = s
-        .http
-        .get(format!("http://{}/metrics", s.addr))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no metric {name} in\n{text}"))
-}
-
 /// Waits until the pool holds `n` shells.
 async fn pool_holds(s: &TestServer, n: u64) {
     tokio::time::timeout(Duration::from_secs(20), async {
-        while metric(s, "ptyhost_shell_pool_shells").await != n {
+        while s.metric("ptyhost_shell_pool_shells").await != n {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
@@ -88,7 +71,7 @@ async fn a_message_without_context_takes_a_pooled_shell_and_the_pool_is_replaced
     let task = send(&s, text("echo pooled-$((6*7))")).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
     assert_eq!(output(&task), "pooled-42\r\n");
-    assert_eq!(metric(&s, "ptyhost_shell_pool_taken_total").await, 1);
+    assert_eq!(s.metric("ptyhost_shell_pool_taken_total").await, 1);
     pool_holds(&s, 1).await;
     let (_, listed) = s.get("/sessions", ADMIN).await;
     let sessions = listed["sessions"].as_array().unwrap();
@@ -106,7 +89,7 @@ async fn the_pool_never_holds_more_than_its_size_under_a_burst_of_twenty_message
     let sample = async {
         let mut most = 0;
         loop {
-            most = most.max(metric(&s, "ptyhost_shell_pool_shells").await);
+            most = most.max(s.metric("ptyhost_shell_pool_shells").await);
             tokio::time::sleep(Duration::from_millis(5)).await;
             if most > 2 {
                 return most;
@@ -128,7 +111,7 @@ async fn the_pool_never_holds_more_than_its_size_under_a_burst_of_twenty_message
     contexts.dedup();
     assert_eq!(contexts.len(), 20, "each message got its own shell");
     pool_holds(&s, 2).await;
-    assert!(metric(&s, "ptyhost_shell_pool_shells").await <= 2);
+    assert!(s.metric("ptyhost_shell_pool_shells").await <= 2);
 }
 
 #[tokio::test]
@@ -141,11 +124,11 @@ async fn a_message_with_its_own_cwd_bypasses_the_pool_and_its_shell_starts_there
         "parts": [{ "data": { "argv": ["pwd"], "cwd": dir } }] });
     let task = send(&s, message).await;
     assert_eq!(output(&task).trim_end(), dir.to_str().unwrap());
-    assert_eq!(metric(&s, "ptyhost_shell_pool_taken_total").await, 0);
+    assert_eq!(s.metric("ptyhost_shell_pool_taken_total").await, 0);
     let session = s.session(task["contextId"].as_str().unwrap()).await;
     assert_eq!(session["cwd"], dir.to_str().unwrap());
     assert_eq!(
-        metric(&s, "ptyhost_shell_pool_shells").await,
+        s.metric("ptyhost_shell_pool_shells").await,
         1,
         "the pool is untouched"
     );
@@ -187,8 +170,7 @@ async fn a_pooled_shell_that_dies_is_replaced_and_never_listed() {
     tokio::time::timeout(Duration::from_secs(20), async {
         loop {
             let now = shells(&s);
-            if now.len() == 1 && now != before && metric(&s, "ptyhost_shell_pool_shells").await == 1
-            {
+            if now.len() == 1 && now != before && s.metric("ptyhost_shell_pool_shells").await == 1 {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

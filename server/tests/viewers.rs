@@ -7,23 +7,6 @@ use std::time::Duration;
 
 use common::*;
 
-/// A metric's value from `/metrics`.
-async fn metric(s: &TestServer, name: &str) -> u64 {
-    let text = s
-        .http
-        .get(format!("http://{}/metrics", s.addr))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no metric {name}"))
-}
-
 #[tokio::test]
 async fn after_a_thousand_idle_viewers_join_and_leave_no_viewer_or_connection_is_left() {
     const VIEWERS: usize = 1000;
@@ -53,16 +36,13 @@ async fn after_a_thousand_idle_viewers_join_and_leave_no_viewer_or_connection_is
         .wait_until(&sid, |v| v["observers"] == VIEWERS as u64)
         .await;
     assert_eq!(joined["observers"], VIEWERS as u64);
-    assert_eq!(
-        metric(&s, "ptyhost_pty_ws_connections").await,
-        VIEWERS as u64
-    );
+    assert_eq!(s.metric("ptyhost_pty_ws_connections").await, VIEWERS as u64);
 
     drop(viewers);
     let left = s.wait_until(&sid, |v| v["observers"] == 0).await;
     assert_eq!(left["controllers"], 0);
     tokio::time::timeout(Duration::from_secs(20), async {
-        while metric(&s, "ptyhost_pty_ws_connections").await != 0 {
+        while s.metric("ptyhost_pty_ws_connections").await != 0 {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })

@@ -189,6 +189,23 @@ impl TestServer {
         self.addr = next.addr.clone();
     }
 
+    /// A metric's value from `/metrics`.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let text = self
+            .http
+            .get(format!("http://{}/metrics", self.addr))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no metric {name} in\n{text}"))
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().and_then(|c| c.id()).expect("running")
     }
