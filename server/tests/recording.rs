@@ -133,3 +133,73 @@ async fn a_recording_has_the_output_resizes_and_task_starts_and_asciinema_plays_
         "asciinema cat prints the session's bytes"
     );
 }
+
+#[tokio::test]
+async fn frames_page_by_sequence_and_by_time_and_a_seek_starts_at_the_keyframe_before_it() {
+    let s = TestServer::start(&["--keyframe-interval-frames", "5", "--shell-pool", "0"]).await;
+    let sid = s
+        .command_session("for i in $(seq 1 60); do echo line-$i; sleep 0.005; done")
+        .await;
+    s.wait_closed(&sid).await;
+    let page = |query: String| {
+        let s = &s;
+        let sid = sid.clone();
+        async move {
+            s.get(&format!("/sessions/{sid}/frames?{query}"), ADMIN)
+                .await
+        }
+    };
+
+    let (status, first) = page("after=0&limit=10".into()).await;
+    assert_eq!(status, 200, "{first}");
+    let frames = first["frames"].as_array().unwrap();
+    assert_eq!(frames.len(), 10);
+    let seqs: Vec<u64> = frames.iter().map(seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert_eq!(first["next_after"], seqs[9]);
+    let (_, next) = page(format!("after={}&limit=10", seqs[9])).await;
+    assert!(seq(&next["frames"][0]) > seqs[9]);
+
+    // Every frame, then a seek by time into the middle, from its keyframe.
+    let (_, all) = page("after=0".into()).await;
+    let all = all["frames"].as_array().unwrap().clone();
+    assert_eq!(all.last().map(kind), Some("Closed"));
+    let middle = &all[all.len() / 2];
+    let at = chrono_ms(middle["ts"].as_str().unwrap());
+    let (_, seek) = page(format!("at={at}&keyframe=true&limit=50")).await;
+    let head = &seek["frames"][0];
+    assert_eq!(kind(head), "Keyframe", "{head}");
+    assert!(seq(head) <= seq(middle));
+    assert!(
+        seek["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| seq(f) == seq(middle))
+    );
+
+    // An observer of the session may page it; a token bound to another session sees nothing.
+    let link = s.share(&sid, json!({})).await;
+    let (status, _) = s
+        .get(
+            &format!("/sessions/{sid}/frames?after=0&limit=1"),
+            link["token"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let other = s.command_session("true").await;
+    let bound = s.token("pty:observe", Some(&other)).await;
+    let (status, _) = s.get(&format!("/sessions/{sid}/frames"), &bound).await;
+    assert_eq!(status, 404);
+    let (status, _) = s
+        .get(&format!("/sessions/{sid}/frames?after=1&at=2"), ADMIN)
+        .await;
+    assert_eq!(status, 400);
+}
+
+/// Unix ms of an RFC 3339 timestamp with milliseconds (`2026-12-01T12:00:00.123Z`).
+fn chrono_ms(ts: &str) -> i64 {
+    let t =
+        time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).unwrap();
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}

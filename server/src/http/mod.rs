@@ -5,6 +5,7 @@
 pub mod assets;
 mod body;
 mod files;
+mod playback;
 pub mod server;
 mod sessions;
 
@@ -45,7 +46,8 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
             get(sessions::list_shares).post(sessions::share),
         )
         .route("/sessions/{sid}/share/{id}", delete(sessions::revoke_share))
-        .route("/sessions/{sid}/recording.cast", get(sessions::recording))
+        .route("/sessions/{sid}/frames", get(playback::frames))
+        .route("/sessions/{sid}/recording.cast", get(playback::recording))
         .route("/sessions/{sid}/attach", get(pty_ws::attach))
         .layer(body::limit(body::MAX_BODY_BYTES, ApiError::too_large));
     let rpc = Router::new()

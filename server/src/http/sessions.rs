@@ -40,7 +40,7 @@ pub struct CreateSession {
 /// Path parameters by name, so the same handlers serve `/` and `/agents/{instance_id}`.
 #[derive(Debug, Deserialize)]
 pub struct SessionPath {
-    sid: String,
+    pub(super) sid: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,7 +89,11 @@ fn view_json(state: &AppState, v: &SessionView) -> control::Session {
 
 /// The session, when it exists and this principal may see it; 404 otherwise (never 403,
 /// so a bound token learns nothing about other sessions).
-async fn visible(state: &AppState, who: &Principal, sid: &str) -> Result<SessionView, ApiError> {
+pub(super) async fn visible(
+    state: &AppState,
+    who: &Principal,
+    sid: &str,
+) -> Result<SessionView, ApiError> {
     let not_found = || ApiError::not_found(format!("no session {sid}"));
     if !who.sees_session(sid) {
         return Err(not_found());
@@ -172,29 +176,6 @@ pub async fn show(
 ) -> Result<Json<control::Session>, ApiError> {
     let v = visible(&state, &who, &sid).await?;
     Ok(Json(view_json(&state, &v)))
-}
-
-/// The session as an asciicast v2 recording, streamed from its stored frames (any scope
-/// that may see the session may play it back).
-pub async fn recording(
-    State(state): State<AppState>,
-    who: Principal,
-    Path(SessionPath { sid }): Path<SessionPath>,
-) -> Result<Response, ApiError> {
-    let v = visible(&state, &who, &sid).await?;
-    let body = axum::body::Body::from_stream(crate::recording::cast(state.store.clone(), v.row));
-    let disposition = format!("attachment; filename=\"{sid}.cast\"");
-    Ok((
-        [
-            (
-                axum::http::header::CONTENT_TYPE,
-                "application/x-asciicast".to_owned(),
-            ),
-            (axum::http::header::CONTENT_DISPOSITION, disposition),
-        ],
-        body,
-    )
-        .into_response())
 }
 
 /// Ends a running session (SIGHUP to its process group, SIGKILL after a grace period)

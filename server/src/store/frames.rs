@@ -170,6 +170,51 @@ impl Store {
         rows.iter().map(stored_frame).collect()
     }
 
+    /// A page of a session's stored frames from `start` on (inclusive), at most `limit`.
+    pub async fn frames_from(
+        &self,
+        session_id: &str,
+        start: u64,
+        limit: u32,
+    ) -> Result<Vec<Frame>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = ? AND sequence >= ?
+             ORDER BY sequence LIMIT ?"
+        )))
+        .bind(session_id)
+        .bind(start.min(i64::MAX as u64) as i64)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(stored_frame).collect()
+    }
+
+    /// The last stored frame at or before unix ms `at`, if any.
+    pub async fn sequence_at(&self, session_id: &str, at: i64) -> Result<Option<u64>> {
+        let row = sqlx::query(
+            "SELECT sequence FROM frames WHERE session_id = ? AND created_at <= ?
+             ORDER BY created_at DESC, sequence DESC LIMIT 1",
+        )
+        .bind(session_id)
+        .bind(at)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| r.get::<i64, _>(0) as u64))
+    }
+
+    /// The last keyframe at or before `sequence`, if any.
+    pub async fn keyframe_before(&self, session_id: &str, sequence: u64) -> Result<Option<u64>> {
+        let row = sqlx::query(
+            "SELECT sequence FROM frames WHERE session_id = ? AND kind = 'Keyframe' AND sequence <= ?
+             ORDER BY sequence DESC LIMIT 1",
+        )
+        .bind(session_id)
+        .bind(sequence.min(i64::MAX as u64) as i64)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| r.get::<i64, _>(0) as u64))
+    }
+
     /// The envelope of a session's first keyframe or resize (it says the size it started
     /// at).
     pub async fn first_sized_frame(&self, session_id: &str) -> Result<Option<Vec<u8>>> {

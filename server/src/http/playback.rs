@@ -1,0 +1,101 @@
+//! A session's stored history, for playing it back: pages of its frames by sequence or by
+//! time, each starting at a keyframe when asked (`GET B/sessions/{sid}/frames`), and the
+//! whole of it as an asciicast v2 recording (`GET B/sessions/{sid}/recording.cast`). Any
+//! token that may see the session may play it back. Every read is index-backed and bounded.
+
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::sessions::{SessionPath, visible};
+use crate::auth::Principal;
+use crate::plumbing::{ApiError, AppState};
+use crate::sessions::envelope;
+
+/// Frames in one page at most.
+const MAX_PAGE: u32 = 1000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// Frames after this sequence.
+    after: Option<u64>,
+    /// Frames from the last one stored at or before this time (unix ms).
+    at: Option<i64>,
+    /// Start the page at the keyframe at or before that point, so it paints a screen.
+    #[serde(default)]
+    keyframe: bool,
+    limit: Option<u32>,
+}
+
+/// `{session_id, replay_floor, last_sequence, frames: [envelope…], next_after}`: the frames
+/// as pty-ws sends them; `next_after` is where the next page starts (`null` at the end).
+/// Frames at or below `replay_floor` are gone (retention).
+pub async fn frames(
+    State(state): State<AppState>,
+    who: Principal,
+    Path(SessionPath { sid }): Path<SessionPath>,
+    query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if q.after.is_some() && q.at.is_some() {
+        return Err(ApiError::bad_request("give after or at, not both"));
+    }
+    let view = visible(&state, &who, &sid).await?;
+    let store = &state.store;
+    let floor = view.replay_floor;
+    let mut start = match q.at {
+        Some(at) => store.sequence_at(&sid, at).await?.unwrap_or(floor + 1),
+        None => q.after.unwrap_or(floor) + 1,
+    };
+    if q.keyframe
+        && let Some(k) = store.keyframe_before(&sid, start).await?
+    {
+        start = k;
+    }
+    let limit = q.limit.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
+    let page = store.frames_from(&sid, start.max(floor + 1), limit).await?;
+    let next_after = (page.len() == limit as usize)
+        .then(|| page.last().map(|f| f.sequence))
+        .flatten();
+    let mut body = format!(
+        "{{\"session_id\":{},\"replay_floor\":{floor},\"last_sequence\":{},\"frames\":[",
+        serde_json::Value::String(sid.clone()),
+        view.row.last_sequence
+    )
+    .into_bytes();
+    for (i, f) in page.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(&envelope(f));
+    }
+    body.extend_from_slice(
+        format!(
+            "],\"next_after\":{}}}",
+            next_after.map_or("null".to_owned(), |n| n.to_string())
+        )
+        .as_bytes(),
+    );
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// The session as an asciicast v2 recording, streamed from its stored frames.
+pub async fn recording(
+    State(state): State<AppState>,
+    who: Principal,
+    Path(SessionPath { sid }): Path<SessionPath>,
+) -> Result<Response, ApiError> {
+    let v = visible(&state, &who, &sid).await?;
+    let body = axum::body::Body::from_stream(crate::recording::cast(state.store.clone(), v.row));
+    let disposition = format!("attachment; filename=\"{sid}.cast\"");
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-asciicast".to_owned()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        body,
+    )
+        .into_response())
+}
