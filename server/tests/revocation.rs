@@ -72,7 +72,8 @@ async fn revoking_a_control_token_cuts_its_open_connection_with_4401_within_a_se
                 break f;
             }
         };
-        if answer["op"] != "Error" {
+        // Until the cut connection has left, the role is downgraded to observer.
+        if answer["payload"]["role"] == "controller" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
