@@ -1,7 +1,8 @@
 //! How long a seek into a long recording takes: a closed session of FRAMES stored frames
 //! (output, a keyframe every 100), then `GET B/sessions/{sid}/frames?at=T&keyframe=true`
 //! for a time in the middle, beside the same request for the session's start (the
-//! baseline) in the same run; p50 and p99 of each over 200 requests.
+//! baseline) in the same run; p50 and p99 of each over 200 requests. Then the whole session
+//! exported as asciicast (`recording.cast`), in MB/s.
 //!
 //!     cargo run --release -p server --example frame_seek -- [PTYHOST_BIN] [FRAMES]
 
@@ -123,6 +124,20 @@ async fn main() -> anyhow::Result<()> {
         ms(m50),
         ms(m99),
         ms(m50) / ms(s50)
+    );
+    let started = Instant::now();
+    let cast = http
+        .get(format!("http://{addr}/sessions/{sid}/recording.cast"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await?
+        .bytes()
+        .await?;
+    let took = started.elapsed().as_secs_f64();
+    println!(
+        "export: {:.1} MB of asciicast in {took:.2} s, {:.1} MB/s",
+        cast.len() as f64 / 1e6,
+        cast.len() as f64 / 1e6 / took
     );
     Ok(())
 }

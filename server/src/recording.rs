@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 
 use crate::store::{FrameBody, SessionRow, Store};
 
-/// Frames read from the store at a time.
-const PAGE: u32 = 512;
+/// Frames read from the store at a time: with output frames of 64 KiB at most, a page
+/// holds 16 MiB at most.
+const PAGE: u32 = 256;
 
 /// The recording of `row`'s session, line by line, in chunks of a page each.
 pub fn cast(store: Store, row: SessionRow) -> impl Stream<Item = anyhow::Result<Bytes>> + Send {
@@ -133,7 +134,7 @@ impl Cast {
     /// One event line, timed from the session's start.
     fn event(&self, out: &mut Vec<u8>, at: i64, code: &str, data: &str) {
         let secs = (at - self.row.created_at).max(0) as f64 / 1000.0;
-        out.extend(json!([secs, code, data]).to_string().bytes());
+        serde_json::to_writer(&mut *out, &(secs, code, data)).expect("an event serializes");
         out.push(b'\n');
     }
 }
