@@ -2,7 +2,8 @@
 //! counter, the replay ring and the member list. It never waits on a viewer (bounded
 //! queues, `try_send`) or on the disk (frames go to a write-behind task, `persist`). Its
 //! other parts: `members` (joins, roles, input), `shell` (marks and tasks), `window`
-//! (flow control).
+//! (flow control), `ending` (the program's end and the session's), `backlog` (the queue to
+//! the write-behind).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +22,7 @@ use wire::{
 };
 
 mod backlog;
+mod ending;
 mod members;
 mod persist;
 mod shell;
@@ -582,108 +584,6 @@ impl Actor {
         self.publish_status();
         let frame = self.membership_frame();
         self.broadcast(frame, skip)
-    }
-}
-
-impl Actor {
-    /// Emits the final keyframe and the one `Closed`, says goodbye to every member, waits
-    /// until the history is durable, and retires the session.
-    /// Whether ptyhost is stopping while this session's program lives on (managed).
-    fn detaching(&self) -> bool {
-        matches!(self.host, Host::Tmux(_))
-            && self.close_reason == Some(CloseReason::InstanceTerminated)
-    }
-
-    /// Ends the program: SIGHUP to its process group; a managed program's tmux session is
-    /// killed instead, unless ptyhost is only stopping (then its client just detaches).
-    fn end_program(&self) {
-        match &self.host {
-            Host::Tmux(tmux) if !self.detaching() => tmux.kill(&self.id),
-            _ => self.pty.signal_group(crate::sys::Signal::HUP),
-        }
-    }
-
-    async fn close(mut self, exit: Exit) {
-        if let Some(shell) = self.shell.as_mut() {
-            // A shell that ended by itself was ended by its command; one that was ended
-            // (terminated, or ptyhost stopping) leaves its command without a status.
-            shell
-                .state
-                .end(exit.code.filter(|_| self.close_reason.is_none()));
-        }
-        if self.detaching() {
-            return self.detach().await;
-        }
-        let reason = self.close_reason.unwrap_or(match exit.code {
-            Some(_) => CloseReason::Normal,
-            None => CloseReason::Killed,
-        });
-        let keyframe = self.keyframe_frame();
-        let keyframe = self.broadcast(keyframe, None);
-        let closed = self.broadcast(
-            SessionFrame::Closed {
-                exit_code: exit.code,
-                reason,
-                detail: None,
-            },
-            None,
-        );
-        let goodbye = if reason == CloseReason::InstanceTerminated {
-            "server_shutdown"
-        } else {
-            "session_closed"
-        };
-        self.farewell(&[keyframe, closed], goodbye);
-        self.publish_status();
-        let (done, flushed) = oneshot::channel();
-        self.persist.send(Persist::Close {
-            exit_code: exit.code,
-            reason,
-            done,
-        });
-        let _ = flushed.await;
-        tracing::info!(session_id = %self.id, exit_code = ?exit.code, reason = ?reason, "session closed");
-        self.registry.retire(&self.id);
-    }
-}
-
-impl Actor {
-    /// Says goodbye to every member. One that fell behind (its queue was full for the
-    /// last frames) first gets `last` — the final keyframe and `Closed` — waiting for room
-    /// in its queue, so no viewer misses how the session ended.
-    fn farewell(&mut self, last: &[Bytes], goodbye: &'static str) {
-        for m in self.members.drain(..) {
-            let mut tail: Vec<Outbound> = if m.lagged {
-                last.iter().cloned().map(Outbound::Frame).collect()
-            } else {
-                Vec::new()
-            };
-            tail.push(Outbound::Goodbye(goodbye));
-            let out = m.out;
-            tokio::spawn(async move {
-                let send_all = async {
-                    for o in tail {
-                        if out.send(o).await.is_err() {
-                            return;
-                        }
-                    }
-                };
-                let _ = tokio::time::timeout(FAREWELL_WAIT, send_all).await;
-            });
-        }
-    }
-
-    /// ptyhost stops, the managed program goes on: a keyframe for the next process to
-    /// rebuild from, goodbyes, every frame persisted, and no `Closed`.
-    async fn detach(mut self) {
-        let keyframe = self.keyframe_frame();
-        let keyframe = self.broadcast(keyframe, None);
-        self.farewell(&[keyframe], "server_shutdown");
-        let (done, flushed) = oneshot::channel();
-        self.persist.send(Persist::Flush(done));
-        let _ = flushed.await;
-        tracing::info!(session_id = %self.id, "detached from a managed session; it goes on");
-        self.registry.retire(&self.id);
     }
 }
 

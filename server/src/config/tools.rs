@@ -1,0 +1,290 @@
+//! The commands that act on a running server or on the store: `token`, `a2a`, `a202`,
+//! `files` and `session`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use super::{A202Versions, StoreArgs};
+use crate::auth::Scope;
+
+#[derive(Debug, Clone, Args)]
+pub struct SessionCommandArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(subcommand)]
+    pub command: SessionCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum SessionCommand {
+    /// Write session SID as an asciicast v2 recording to --out, else stdout.
+    Export {
+        session: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct FilesArgs {
+    /// The server (its base: the root, or `/agents/{instance_id}`).
+    #[arg(
+        long,
+        env = "PTYHOST_URL",
+        default_value = "http://127.0.0.1:3000",
+        global = true
+    )]
+    pub url: String,
+    /// Bearer token.
+    #[arg(long, env = "PTYHOST_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    #[command(subcommand)]
+    pub op: FilesOp,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum FilesOp {
+    /// Write PATH (relative to the session's working directory) from --from, else stdin.
+    Put {
+        session: String,
+        path: String,
+        #[arg(long)]
+        from: Option<PathBuf>,
+    },
+    /// Read PATH to --out, else stdout.
+    Get {
+        session: String,
+        path: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// List a directory (the working directory itself by default).
+    Ls {
+        session: String,
+        #[arg(default_value = "")]
+        path: String,
+        /// Print the listing as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a file.
+    Rm { session: String, path: String },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct A2aArgs {
+    /// Which protocol versions to use: 0.3, 1.0 (never 0.3), or auto (1.0 first).
+    #[arg(
+        long = "a2a-protocol",
+        env = "AIWG_A2A_PROTOCOL_POLICY",
+        default_value = "0.3",
+        global = true
+    )]
+    pub protocol: crate::client::Policy,
+    /// Under auto, fall back to 0.3 when the server answers VersionNotSupported.
+    #[arg(
+        long = "a2a-protocol-fallback",
+        env = "AIWG_A2A_PROTOCOL_FALLBACK",
+        overrides_with = "no_fallback",
+        global = true
+    )]
+    pub fallback: bool,
+    #[arg(
+        long = "no-a2a-protocol-fallback",
+        overrides_with = "fallback",
+        global = true
+    )]
+    pub no_fallback: bool,
+    /// Use only this binding (HTTP+JSON or JSONRPC).
+    #[arg(long, global = true)]
+    pub binding: Option<String>,
+    /// Bearer token.
+    #[arg(long, env = "PTYHOST_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// Read the AgentCard from this file or URL instead of the agent's well-known path.
+    #[arg(long, global = true)]
+    pub card: Option<String>,
+    /// Print machine-readable JSON (one object per line).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Spawn this command line as an agent and speak the STDIO binding to it (the URL
+    /// arguments are then ignored), e.g. --stdio 'ptyhost stdio'.
+    #[arg(long, global = true)]
+    pub stdio: Option<String>,
+    #[command(subcommand)]
+    pub op: A2aOp,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum A2aOp {
+    /// Show the card's interfaces and the order the policy tries them in.
+    Card {
+        url: String,
+    },
+    /// Report the policy and the version, binding and URL it selects.
+    Status {
+        url: String,
+    },
+    /// Send a message (its words are the command line the agent runs).
+    Send {
+        url: String,
+        #[arg(required = true)]
+        text: Vec<String>,
+        #[arg(long)]
+        context: Option<String>,
+        /// Answer a task that waits for input.
+        #[arg(long)]
+        task: Option<String>,
+        /// Stream the task's events as they come.
+        #[arg(long)]
+        stream: bool,
+        #[arg(long)]
+        return_immediately: bool,
+    },
+    Get {
+        url: String,
+        id: String,
+        #[arg(long)]
+        history: Option<u32>,
+    },
+    List {
+        url: String,
+        #[arg(long)]
+        context: Option<String>,
+    },
+    Cancel {
+        url: String,
+        id: String,
+    },
+    Subscribe {
+        url: String,
+        id: String,
+    },
+    /// Follow a task through a push webhook and its SSE stream at once, until it ends.
+    Watch {
+        url: String,
+        id: String,
+        /// Where the local webhook receiver listens.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        webhook: String,
+        /// The URL the agent should post to, when it differs from the listen address.
+        #[arg(long)]
+        webhook_url: Option<String>,
+    },
+    /// Watch a session's terminal over pty-ws (or type into it with --control); Ctrl-]
+    /// detaches.
+    Attach {
+        url: String,
+        session: String,
+        #[arg(long)]
+        control: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    #[command(subcommand)]
+    pub command: TokenCommand,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it once on stdout.
+    Create {
+        #[arg(long, value_parser = parse_scope)]
+        scope: Scope,
+        /// Bind the token to one session.
+        #[arg(long)]
+        session: Option<String>,
+        /// Lifetime, e.g. 1h, 30m, 7d.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        ttl: Option<Duration>,
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// List tokens (never their values).
+    List,
+    /// Revoke a token by id.
+    Revoke { id: String },
+}
+
+fn parse_scope(s: &str) -> Result<Scope, String> {
+    s.parse()
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct A202Args {
+    /// How the counterparty is reached: a2a (its AgentCard declares the extension) or https
+    /// (its preflight document /.well-known/a202-capability.json does).
+    #[arg(long, value_enum, default_value = "a2a", global = true)]
+    pub carrier: crate::client::a202::Carrier,
+    #[command(flatten)]
+    pub versions: A202Versions,
+    /// Bearer token.
+    #[arg(long, env = "PTYHOST_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub op: A202Op,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum A202Op {
+    /// Run the capability check against URL (an agent, its card, or a preflight document)
+    /// and print the outcome; exit 1 when it fails (A202-EXTENSION-UNSUPPORTED).
+    Check { url: String },
+    /// Check URL, then send the A202 object in FILE (sent as its RFC 8785 bytes).
+    Send { url: String, file: String },
+    /// Make a signing key: writes DIR/KEY_ID.pk8 (the private key, PKCS#8) and
+    /// DIR/KEY_ID.key-record.json (the key_record a counterparty passes to --a202-keys).
+    Keygen {
+        #[arg(long)]
+        key_id: String,
+        #[arg(long, value_enum, default_value = "es256")]
+        algorithm: A202Algorithm,
+        /// The key record's creator: organization, agent and mandate ids.
+        #[arg(long)]
+        organization: String,
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        mandate: String,
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
+    /// Set FILE's content_hash, sign it, and print its RFC 8785 bytes.
+    Seal {
+        file: String,
+        /// The PKCS#8 private key written by keygen.
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long)]
+        key_id: String,
+        #[arg(long, value_enum, default_value = "es256")]
+        algorithm: A202Algorithm,
+        /// What the signature is for (offer_submission, object_issuance, …).
+        #[arg(long)]
+        purpose: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum A202Algorithm {
+    Es256,
+    Eddsa,
+}
+
+impl A202Algorithm {
+    pub fn algorithm(self) -> crate::commerce::keys::Algorithm {
+        match self {
+            A202Algorithm::Es256 => crate::commerce::keys::Algorithm::Es256,
+            A202Algorithm::Eddsa => crate::commerce::keys::Algorithm::EdDsa,
+        }
+    }
+}
