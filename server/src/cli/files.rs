@@ -90,14 +90,9 @@ pub async fn run(args: FilesArgs) -> Result<()> {
 /// would refuse (`..`, absolute) is refused here, before it could be normalized away.
 fn file_url(base: &str, session: &str, path: &str) -> Result<reqwest::Url> {
     let path = crate::files::RelPath::parse(path).map_err(|e| anyhow::anyhow!(e.message))?;
-    let path = path.as_path().to_string_lossy();
-    let mut url = reqwest::Url::parse(base).with_context(|| format!("bad --url {base}"))?;
-    url.path_segments_mut()
-        .map_err(|()| anyhow::anyhow!("--url {base} cannot be a base"))?
-        .pop_if_empty()
-        .extend(["sessions", session, "files"])
-        .extend(path.split('/').filter(|s| !s.is_empty()));
-    Ok(url)
+    let base = reqwest::Url::parse(base).with_context(|| format!("bad --url {base}"))?;
+    path.route(&base, session)
+        .ok_or_else(|| anyhow::anyhow!("--url {base} cannot be a base"))
 }
 
 /// The response when it succeeded, else its google.rpc.Status as the error.

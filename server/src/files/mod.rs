@@ -66,11 +66,37 @@ impl RelPath {
     /// The directory a file goes in and its name; `None` for the directory itself.
     fn split(&self) -> Option<(&Path, OsString)> {
         let name = self.0.file_name()?.to_owned();
-        Some((self.0.parent().unwrap_or(Path::new("")), name))
+        Some((here(self.0.parent().unwrap_or(Path::new(""))), name))
+    }
+
+    /// Where the files routes serve this path of session `sid` under the HTTP base `base`:
+    /// `{base}/sessions/{sid}/files/{path}`, each segment percent-encoded (`None` for a base
+    /// that cannot have a path).
+    pub fn route(&self, base: &reqwest::Url, sid: &str) -> Option<reqwest::Url> {
+        let mut url = base.clone();
+        url.path_segments_mut()
+            .ok()?
+            .pop_if_empty()
+            .extend(["sessions", sid, "files"])
+            .extend(self.0.iter().map(|c| c.to_string_lossy()));
+        Some(url)
+    }
+
+    /// The path as cap-std opens it: `.` for the directory itself.
+    fn at(&self) -> &Path {
+        here(&self.0)
     }
 
     fn display(&self) -> String {
         self.0.display().to_string()
+    }
+}
+
+fn here(path: &Path) -> &Path {
+    if path.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        path
     }
 }
 
@@ -127,17 +153,12 @@ where
         return Err(FileError::is_directory(&shown));
     };
     let (root_dir, parent) = (root.0.clone(), parent.to_owned());
-    let dir = blocking(move || {
-        if parent.as_os_str().is_empty() {
-            return root_dir.open_dir(".");
+    let dir = blocking(move || match root_dir.open_dir(&parent) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            root_dir.create_dir_all(&parent)?;
+            root_dir.open_dir(&parent)
         }
-        match root_dir.open_dir(&parent) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                root_dir.create_dir_all(&parent)?;
-                root_dir.open_dir(&parent)
-            }
-            opened => opened,
-        }
+        opened => opened,
     })
     .await
     .map_err(|e| FileError::io(e, &shown))?;
@@ -232,13 +253,9 @@ impl Drop for Partial {
 /// Opens a file for reading, or lists a directory.
 pub async fn read(root: &Root, path: &RelPath) -> Result<Found, FileError> {
     let shown = path.display();
-    let (root, rel) = (root.0.clone(), path.0.clone());
+    let (root, at) = (root.0.clone(), path.at().to_owned());
     blocking(move || {
-        let at = if rel.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            &rel
-        };
+        let at = at.as_path();
         let meta = root.metadata(at)?;
         if meta.is_dir() {
             return list(&root.open_dir(at)?).map(Found::Dir);

@@ -34,12 +34,8 @@ impl FileAccess {
     fn reference(&self, sid: &str, dir: &Path, rel: &RelPath) -> String {
         match &self.base_url {
             Some(base) => {
-                let mut url = reqwest::Url::parse(base).expect("the base URL parses");
-                if let Ok(mut segments) = url.path_segments_mut() {
-                    segments.pop_if_empty().extend(["sessions", sid, "files"]);
-                    segments.extend(rel.as_path().iter().map(|c| c.to_string_lossy()));
-                }
-                url.to_string()
+                let base = reqwest::Url::parse(base).expect("the base URL parses");
+                rel.route(&base, sid).unwrap_or(base).to_string()
             }
             None => reqwest::Url::from_file_path(dir.join(rel.as_path())).map_or_else(
                 |()| dir.join(rel.as_path()).display().to_string(),
