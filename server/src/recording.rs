@@ -59,7 +59,7 @@ impl Cast {
         }
         let frames = self
             .store
-            .recorded_frames(&self.row.id, self.after, PAGE)
+            .frames_from(&self.row.id, self.after + 1, PAGE)
             .await?;
         if frames.is_empty() {
             while let Some((at, label)) = self.markers.pop_front() {
@@ -94,11 +94,12 @@ impl Cast {
                         self.event(&mut out, f.created_at, "o", &text);
                     }
                 }
-                FrameBody::Envelope { text, .. } => {
+                FrameBody::Envelope { kind, text } if kind == "Resize" => {
                     if let Some((cols, rows)) = size(&text, "Resize") {
                         self.event(&mut out, f.created_at, "r", &format!("{cols}x{rows}"));
                     }
                 }
+                FrameBody::Envelope { .. } => {}
             }
         }
         Ok(out)

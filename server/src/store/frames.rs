@@ -150,26 +150,6 @@ impl Store {
         rows.iter().map(stored_frame).collect()
     }
 
-    /// Up to `limit` of a session's output and resize frames after `after`, in order (what
-    /// a recording plays).
-    pub async fn recorded_frames(
-        &self,
-        session_id: &str,
-        after: u64,
-        limit: u32,
-    ) -> Result<Vec<Frame>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = ? AND sequence > ?
-             AND kind IN ('Output', 'Resize') ORDER BY sequence LIMIT ?"
-        )))
-        .bind(session_id)
-        .bind(after.min(i64::MAX as u64) as i64)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(stored_frame).collect()
-    }
-
     /// A page of a session's stored frames from `start` on (inclusive), at most `limit`.
     pub async fn frames_from(
         &self,
