@@ -440,16 +440,11 @@ impl Sessions {
     /// Where a session's files are: the directory its program is in now, or for one that
     /// has ended, the one it started in (by default `$HOME`).
     pub async fn working_dir(&self, view: &SessionView) -> Option<PathBuf> {
-        if let Some(dir) = match self.live(&view.row.id) {
+        let now = match self.live(&view.row.id) {
             Some(h) => h.working_dir().await,
             None => None,
-        } {
-            return Some(dir);
-        }
-        view.row
-            .cwd
-            .as_ref()
-            .map(PathBuf::from)
+        };
+        now.or_else(|| view.row.cwd.as_ref().map(PathBuf::from))
             .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
     }
 
