@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need (only when missing) and runs every test: the UI build and the
 # debug ptyhost that embeds it, the Rust unit and integration tests (real server, real PTYs,
-# real WebSocket clients), the official Python and JavaScript A2A clients against the
-# server, and the Playwright tests in Chromium (against a copy of the binary alone in an
-# empty directory).
+# real WebSocket clients; the store and a cluster of nodes also on PostgreSQL), the official
+# Python and JavaScript A2A clients against the server, and the Playwright tests in Chromium
+# (against a copy of the binary alone in an empty directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -17,6 +17,12 @@ for name in server app frontend xtask ptyhost $(basename -s .rs server/tests/*.r
     -mtime +0 -delete 2>/dev/null || true
 done
 cargo xtask build
+# A throwaway PostgreSQL (temp dir, loopback port, unprivileged user) for the cluster tests
+# and the store's second backend; stopped and removed when the tests end.
+pg_dir=$(mktemp -d)
+trap 'scripts/postgres.sh remove "$pg_dir"' EXIT
+PTYHOST_TEST_POSTGRES_URL=$(scripts/postgres.sh start "$pg_dir")
+export PTYHOST_TEST_POSTGRES_URL
 # Not --workspace: that would unify features and build the server with the browser's
 # (hydrate) code paths switched on. Each package is tested as it ships.
 cargo test -p wire

@@ -24,6 +24,7 @@ async fn recorded(dir: &std::path::Path, n: u64) -> anyhow::Result<String> {
         .insert_session(&SessionRow {
             id: id.clone(),
             instance_id: "local".into(),
+            node_id: String::new(),
             label: Some("a long recording".into()),
             argv: vec!["yes".into()],
             cwd: None,

@@ -88,7 +88,7 @@ pub fn hash(token: &str) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn random_token() -> String {
+pub fn random_token() -> String {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     format!("pth_{}", URL_SAFE_NO_PAD.encode(bytes))

@@ -13,6 +13,7 @@ pub mod card;
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod cluster;
 pub mod commerce;
 pub mod config;
 pub mod executor;

@@ -26,6 +26,8 @@ pub struct AppInner {
     pub sessions: Sessions,
     pub tasks: TaskService,
     pub store: Store,
+    /// This node of the cluster (the one node, on SQLite).
+    pub node: crate::cluster::Node,
     pub instance_id: String,
     /// Origin clients reach us at, without a trailing slash (e.g. `http://127.0.0.1:3000`).
     pub public_url: String,
@@ -120,6 +122,15 @@ impl ApiError {
             retry_after: None,
         }
     }
+    /// 502: the node that runs the session does not answer.
+    pub fn node_unreachable() -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "node_unreachable",
+            "the node running this session does not answer",
+        )
+    }
+
     pub fn rate_limited(refused: crate::limits::Refused) -> ApiError {
         ApiError {
             retry_after: Some(refused.retry_after.as_secs_f64().ceil().max(1.0) as u64),
@@ -219,12 +230,25 @@ pub fn header_bearer(headers: &HeaderMap) -> Option<&str> {
         .and_then(auth::bearer_from_authorization)
 }
 
+/// Who a request is from: the principal another node forwarded it with (see
+/// `cluster::forward`), else the bearer `token`'s.
+pub async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+    token: Option<&str>,
+) -> Result<Principal, AuthError> {
+    match crate::cluster::forward::principal(&state.node, headers) {
+        Some(forwarded) => forwarded,
+        None => auth::authenticate(&state.store, token).await,
+    }
+}
+
 impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         refuse_query_token(parts.uri.query())?;
-        auth::authenticate(&state.store, header_bearer(&parts.headers))
+        authenticate(state, &parts.headers, header_bearer(&parts.headers))
             .await
             .map_err(auth_error)
     }

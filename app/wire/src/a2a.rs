@@ -346,16 +346,30 @@ pub enum StreamResponse {
     ArtifactUpdate(TaskArtifactUpdateEvent),
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// Serialized as 1.0 ProtoJSON too: a node forwards the request to the node that runs its
+/// session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SendMessageConfiguration {
-    #[serde(default, alias = "accepted_output_modes")]
+    #[serde(
+        default,
+        alias = "accepted_output_modes",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub accepted_output_modes: Vec<String>,
-    #[serde(default, alias = "history_length")]
+    #[serde(
+        default,
+        alias = "history_length",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub history_length: Option<u32>,
     #[serde(default, alias = "return_immediately")]
     pub return_immediately: bool,
-    #[serde(default, alias = "task_push_notification_config")]
+    #[serde(
+        default,
+        alias = "task_push_notification_config",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub task_push_notification_config: Option<TaskPushNotificationConfig>,
 }
 
@@ -411,15 +425,15 @@ pub struct ListPushConfigsRequest {
     pub page_token: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SendMessageRequest {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
     pub message: Message,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<SendMessageConfiguration>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
 }
 

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 pub struct Session {
     pub session_id: String,
     pub instance_id: String,
+    /// The node it runs (ran) on.
+    #[serde(default)]
+    pub node_id: String,
     pub label: Option<String>,
     pub argv: Vec<String>,
     pub cwd: Option<String>,
@@ -45,6 +48,26 @@ impl Session {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionList {
     pub sessions: Vec<Session>,
+}
+
+/// A node of the cluster (`GET /nodes`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub node_id: String,
+    pub advertise_url: String,
+    /// RFC 3339.
+    pub started_at: String,
+    pub last_seen: String,
+    /// Its heartbeat is within `--node-timeout`.
+    pub alive: bool,
+    /// Its running sessions.
+    pub sessions: u64,
+}
+
+/// `GET /nodes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Nodes {
+    pub nodes: Vec<Node>,
 }
 
 /// The caller (`GET B/me`).

@@ -417,6 +417,22 @@ pub enum CloseReason {
     Timeout,
     InstanceTerminated,
     Error,
+    /// The node the session ran on stopped answering; another node closed it.
+    NodeLost,
+}
+
+impl CloseReason {
+    /// Its name on the wire and in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::Normal => "normal",
+            CloseReason::Killed => "killed",
+            CloseReason::Timeout => "timeout",
+            CloseReason::InstanceTerminated => "instance_terminated",
+            CloseReason::Error => "error",
+            CloseReason::NodeLost => "node_lost",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -560,6 +576,16 @@ pub fn error_payload(code: ErrorCode, message: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn close_reasons_are_named_as_they_serialize() {
+        use CloseReason::*;
+        for reason in [Normal, Killed, Timeout, InstanceTerminated, Error, NodeLost] {
+            let json = serde_json::to_value(reason).unwrap();
+            assert_eq!(json, reason.as_str(), "{reason:?}");
+        }
+        assert_eq!(NodeLost.as_str(), "node_lost");
+    }
 
     #[test]
     fn binary_frames_round_trip() {

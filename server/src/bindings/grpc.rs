@@ -20,7 +20,6 @@ use tonic_types::{ErrorDetails, StatusExt};
 use super::jsonrpc::{self, Reply};
 use super::proto;
 use crate::a2a::{A2aError, Version};
-use crate::auth;
 use crate::plumbing::{AppState, header_bearer};
 
 /// The service's path prefix: `/{package}.{service}/`.
@@ -73,7 +72,7 @@ impl Rpc {
                 "A2A-Version {v} is not served over gRPC (1.0 is)"
             )));
         }
-        let who = auth::authenticate(&self.state.store, header_bearer(&headers))
+        let who = crate::plumbing::authenticate(&self.state, &headers, header_bearer(&headers))
             .await
             .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
         let activation = super::activate(&self.state.tasks, &headers)?;

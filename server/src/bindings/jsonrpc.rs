@@ -15,7 +15,6 @@ use wire::a2a::{
 use crate::a2a::service::Sent;
 use crate::a2a::service::{TaskService, TaskStream};
 use crate::a2a::{A2aError, Version, Via, v03};
-use crate::auth;
 use crate::auth::Principal;
 use crate::plumbing::{AppState, header_bearer};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -157,7 +156,7 @@ async fn handle(
             "credentials in the URL query are refused".into(),
         ));
     }
-    let who = auth::authenticate(&state.store, header_bearer(headers))
+    let who = crate::plumbing::authenticate(state, headers, header_bearer(headers))
         .await
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
     let params = request.get("params").cloned().unwrap_or(json!({}));

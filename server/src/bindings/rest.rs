@@ -17,7 +17,7 @@ use wire::a2a::{ListTasksRequest, SendMessageRequest};
 use crate::a2a::service::Sent;
 use crate::a2a::service::TaskStream;
 use crate::a2a::{A2aError, Version, Via, v03};
-use crate::auth::{self, Principal};
+use crate::auth::Principal;
 use crate::extensions;
 use crate::plumbing::{AppState, header_bearer};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -207,7 +207,7 @@ async fn principal(
             "credentials in the URL query are refused; use the Authorization header".into(),
         ));
     }
-    auth::authenticate(&state.store, header_bearer(req_headers))
+    crate::plumbing::authenticate(state, req_headers, header_bearer(req_headers))
         .await
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))
 }

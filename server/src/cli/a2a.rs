@@ -344,6 +344,7 @@ async fn watch(
         http: remote.http.clone(),
         token: remote.token.clone(),
         iface,
+        headers: Default::default(),
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     client::watch::serve(listener, secret, config_id.clone(), tx.clone());

@@ -6,12 +6,13 @@ use crate::a2a::{self, push};
 use crate::config::{self, StoreArgs};
 use crate::sessions::{self, Sessions};
 use crate::store::Store;
-use crate::{audit, commerce, executor};
+use crate::{audit, cluster, commerce, executor};
 
 /// The agent without its transports: the store, the audit trail, the sessions and the
 /// task service, recovered from what a previous process left.
 pub struct Core {
     pub store: Store,
+    pub node: cluster::Node,
     pub audit: audit::Audit,
     pub sessions: Sessions,
     pub tasks: a2a::service::TaskService,
@@ -23,10 +24,12 @@ impl Core {
         mut settings: sessions::Settings,
         session: &config::SessionArgs,
         instance_id: &str,
+        node: cluster::NodeSettings,
         push_allow_loopback: bool,
         base_url: Option<String>,
     ) -> Result<Core> {
         let store = super::open_store(store_args).await?;
+        let node = cluster::Node::join(&store, &store_args.data_dir, node).await?;
         settings.shell_rc = sessions::install_shell_rc(&store_args.data_dir)
             .context("writing the shell-integration rc file")?;
         settings.tmux_socket =
@@ -37,6 +40,7 @@ impl Core {
             audit.clone(),
             settings,
             instance_id.to_owned(),
+            node.id().to_owned(),
         );
         sessions.recover().await?;
         sessions.fill_pool();
@@ -57,10 +61,17 @@ impl Core {
             ),
             push,
             commerce,
+            std::sync::Arc::new(cluster::Peers {
+                node: node.clone(),
+                sessions: sessions.clone(),
+                instance_id: instance_id.to_owned(),
+            }),
         );
-        tasks.recover().await?;
+        tasks.recover(node.id()).await?;
+        node.start(sessions.clone(), tasks.clone());
         Ok(Core {
             store,
+            node,
             audit,
             sessions,
             tasks,

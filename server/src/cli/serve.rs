@@ -35,6 +35,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         args.settings()?,
         &args.session,
         &args.instance_id,
+        args.node.settings(&public_url)?,
         args.push_allow_loopback,
         Some(format!("{public_url}/agents/{}", args.instance_id)),
     )
@@ -131,6 +132,7 @@ fn state(
         sessions: core.sessions.clone(),
         tasks: core.tasks.clone(),
         store: core.store.clone(),
+        node: core.node.clone(),
         instance_id: args.instance_id.clone(),
         refuse_plain_ws: plain_off_loopback && !args.allow_insecure_ws,
         plain_off_loopback,
@@ -164,6 +166,7 @@ pub(crate) async fn test_state(data_dir: &std::path::Path, flags: &[&str]) -> Ap
         args.settings().unwrap(),
         &args.session,
         &args.instance_id,
+        args.node.settings("http://127.0.0.1:0").unwrap(),
         args.push_allow_loopback,
         None,
     )

@@ -32,6 +32,12 @@ pub async fn run(args: config::StdioArgs) -> u8 {
             settings,
             &args.session,
             "local",
+            // A node no other reaches: its parent process is its only client.
+            crate::cluster::NodeSettings {
+                id: None,
+                advertise_url: "stdio:".into(),
+                timeout: std::time::Duration::from_secs(15),
+            },
             args.push_allow_loopback,
             None,
         )

@@ -9,11 +9,13 @@ pub struct Connection {
     pub http: reqwest::Client,
     pub token: Option<String>,
     pub iface: Interface,
+    /// Sent with every request (a node forwarding a request sends its credentials so).
+    pub headers: reqwest::header::HeaderMap,
 }
 
 impl Connection {
     pub(super) fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
-        let mut req = self.http.request(method, url);
+        let mut req = self.http.request(method, url).headers(self.headers.clone());
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
@@ -57,7 +59,7 @@ impl Connection {
 
     /// A unary call, and the extensions its answer says were activated (the echo in
     /// `A2A-Extensions` or, from 0.3 servers, `X-A2A-Extensions`).
-    pub(super) async fn exchange(
+    pub(crate) async fn exchange(
         &self,
         methods: (&str, &str),
         rest: (reqwest::Method, String),
@@ -284,7 +286,7 @@ impl Connection {
         .await
     }
 
-    pub(super) async fn stream(
+    pub(crate) async fn stream(
         &self,
         methods: (&str, &str),
         path: String,

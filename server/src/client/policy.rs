@@ -22,6 +22,7 @@ where
         http: http.clone(),
         token: token.map(str::to_owned),
         iface: iface.clone(),
+        headers: Default::default(),
     };
     let first = candidates
         .first()

@@ -55,7 +55,8 @@ pub struct StoreArgs {
         global = true
     )]
     pub data_dir: PathBuf,
-    /// A database URL that overrides --data-dir (sqlite: only).
+    /// A database URL that overrides --data-dir: `sqlite:PATH`, or
+    /// `postgres://USER[:PW]@HOST:PORT/DB`, the store a cluster of nodes shares.
     #[arg(long, env = "PTYHOST_DATABASE_URL", global = true)]
     pub database_url: Option<String>,
 }
@@ -105,6 +106,8 @@ pub struct ServeArgs {
     pub heartbeat_timeout: f64,
     #[command(flatten)]
     pub session: SessionArgs,
+    #[command(flatten)]
+    pub node: NodeArgs,
     /// New pty-ws connections a token may open per second (twice that at once; the whole
     /// server takes ten times as many).
     #[arg(long, env = "PTYHOST_RATE_LIMIT_CONNECTIONS", default_value_t = 20)]
@@ -209,6 +212,50 @@ impl ServeArgs {
         self.site_root
             .clone()
             .or_else(|| std::env::var_os("LEPTOS_SITE_ROOT").map(PathBuf::from))
+    }
+}
+
+/// This server as a node of a cluster (several nodes on one PostgreSQL).
+#[derive(Debug, Clone, Args)]
+pub struct NodeArgs {
+    /// This node's id (default: one made on first start and kept in the data dir). A node
+    /// restarted with the same id is the same node.
+    #[arg(long, env = "PTYHOST_NODE_ID")]
+    pub node_id: Option<String>,
+    /// How the other nodes reach this one (default: its public URL).
+    #[arg(long, env = "PTYHOST_ADVERTISE_URL")]
+    pub advertise_url: Option<String>,
+    /// Seconds without a heartbeat after which a node counts as dead and the others close
+    /// its sessions.
+    #[arg(long, env = "PTYHOST_NODE_TIMEOUT", default_value_t = 15.0)]
+    pub node_timeout: f64,
+}
+
+impl NodeArgs {
+    /// The node settings, for a server reached at `public_url`.
+    pub fn settings(&self, public_url: &str) -> anyhow::Result<crate::cluster::NodeSettings> {
+        let timeout = Duration::try_from_secs_f64(self.node_timeout)?;
+        anyhow::ensure!(
+            timeout >= Duration::from_millis(500),
+            "--node-timeout must be at least 0.5 seconds"
+        );
+        if let Some(id) = &self.node_id {
+            anyhow::ensure!(
+                !id.is_empty()
+                    && id.len() <= 128
+                    && id
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)),
+                "--node-id must be 1 to 128 letters, digits, '.', '_' or '-'"
+            );
+        }
+        Ok(crate::cluster::NodeSettings {
+            id: self.node_id.clone(),
+            advertise_url: (self.advertise_url.as_deref().unwrap_or(public_url))
+                .trim_end_matches('/')
+                .to_owned(),
+            timeout,
+        })
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod assets;
 mod body;
 mod files;
+mod nodes;
 mod playback;
 pub mod server;
 mod sessions;
@@ -23,6 +24,7 @@ use leptos_axum::{LeptosRoutes, generate_route_list};
 
 use crate::bindings::{a202, grpc, jsonrpc, pty_ws, rest};
 use crate::card;
+use crate::cluster::{Owner, forward};
 use crate::plumbing::{ApiError, AppState};
 
 pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAddr) -> Router {
@@ -39,7 +41,9 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
         .route("/sessions", get(sessions::list).post(sessions::create))
         .route(
             "/sessions/{sid}",
-            get(sessions::show).delete(sessions::terminate),
+            get(sessions::show)
+                .delete(sessions::terminate)
+                .route_layer(middleware::from_fn_with_state(state.clone(), to_owner)),
         )
         .route(
             "/sessions/{sid}/share",
@@ -62,7 +66,8 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
         .route(
             "/sessions/{sid}/files/{*path}",
             get(files::get).put(files::put).delete(files::delete),
-        );
+        )
+        .route_layer(middleware::from_fn_with_state(state.clone(), to_owner));
     let api = control.merge(rpc).merge(rest).merge(files);
     let instance = api
         .clone()
@@ -100,6 +105,7 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/nodes", get(nodes::list))
         .route("/metrics", get(metrics))
         .route("/.well-known/agent-card.json", get(card::pure))
         .route("/.well-known/a202-capability.json", get(a202::preflight))
@@ -120,11 +126,13 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
         .layer(middleware::from_fn(server::note_authentication))
 }
 
-/// A page navigation: GET, wants HTML, carries no credentials and is no WebSocket upgrade.
+/// A page navigation: GET, wants HTML, carries no credentials (its own or forwarded ones)
+/// and is no WebSocket upgrade.
 fn is_navigation(req: &Request) -> bool {
     let headers = req.headers();
     req.method() == axum::http::Method::GET
         && !headers.contains_key(header::AUTHORIZATION)
+        && !headers.contains_key(crate::cluster::FORWARD_HEADER)
         && !headers.contains_key(header::UPGRADE)
         && headers
             .get(header::ACCEPT)
@@ -140,6 +148,36 @@ async fn pages_to_ui(State(ui): State<Router>, req: Request, next: Next) -> Resp
         }
     } else {
         next.run(req).await
+    }
+}
+
+/// A request about a session another node runs goes to that node (its files, its live
+/// state, its end), once this node has authenticated the caller. Anything else, and any
+/// caller this node refuses, is answered here.
+async fn to_owner(
+    State(state): State<AppState>,
+    Path(params): Path<HashMap<String, String>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let owner = match params.get("sid") {
+        Some(sid) => match state.store.session(sid).await {
+            Ok(Some(row)) => state.node.owner(&row).await.ok(),
+            _ => None,
+        },
+        None => None,
+    };
+    let Some(Owner::There { url, .. }) = owner else {
+        return next.run(req).await;
+    };
+    let bearer = crate::plumbing::header_bearer(req.headers());
+    match crate::plumbing::authenticate(&state, req.headers(), bearer).await {
+        Ok(who) if params.get("sid").is_some_and(|sid| who.sees_session(sid)) => {
+            forward::http(&state.node, &who, &url, req)
+                .await
+                .unwrap_or_else(|| ApiError::node_unreachable().into_response())
+        }
+        _ => next.run(req).await,
     }
 }
 
@@ -208,6 +246,36 @@ async fn metrics(State(state): State<AppState>) -> Response {
     body.push_str(&format!(
         "# HELP ptyhost_shell_pool_taken_total Pooled shells taken by messages.\n# TYPE ptyhost_shell_pool_taken_total counter\nptyhost_shell_pool_taken_total {taken}\n"
     ));
+    // Every node of the cluster as the store knows it (none while the store is down).
+    if let Ok(nodes) = state.node.list().await {
+        let families = [
+            (
+                "ptyhost_node_alive",
+                "Whether the node's heartbeat is within --node-timeout.",
+            ),
+            ("ptyhost_node_sessions", "Sessions running on the node."),
+            (
+                "ptyhost_node_last_seen_seconds",
+                "Unix time of the node's last heartbeat.",
+            ),
+        ];
+        for (i, (name, help)) in families.into_iter().enumerate() {
+            body.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
+            for (n, alive) in &nodes {
+                let value = match i {
+                    0 => u8::from(*alive).to_string(),
+                    1 => n.sessions.to_string(),
+                    _ => format!("{:.3}", n.last_seen as f64 / 1000.0),
+                };
+                let this = if n.id == state.node.id() {
+                    ",this=\"true\""
+                } else {
+                    ""
+                };
+                body.push_str(&format!("{name}{{node_id=\"{}\"{this}}} {value}\n", n.id));
+            }
+        }
+    }
     body.push_str(&format!(
         "# HELP ptyhost_build_info The running build.\n# TYPE ptyhost_build_info gauge\nptyhost_build_info{{version=\"{}\"}} 1\n",
         env!("CARGO_PKG_VERSION")

@@ -67,6 +67,7 @@ fn view_json(state: &AppState, v: &SessionView) -> control::Session {
     control::Session {
         session_id: r.id.clone(),
         instance_id: r.instance_id.clone(),
+        node_id: r.node_id.clone(),
         label: r.label.clone(),
         argv: r.argv.clone(),
         cwd: r.cwd.clone(),

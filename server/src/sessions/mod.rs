@@ -158,6 +158,8 @@ struct Inner {
     audit: crate::audit::Audit,
     settings: Settings,
     instance_id: String,
+    /// The node this process is (sessions it creates run here).
+    node_id: String,
     live: Mutex<HashMap<String, SessionHandle>>,
     tasks: TaskTracker,
     pool: pool::Pool,
@@ -169,6 +171,7 @@ impl Sessions {
         audit: crate::audit::Audit,
         settings: Settings,
         instance_id: String,
+        node_id: String,
     ) -> Sessions {
         Sessions {
             inner: Arc::new(Inner {
@@ -176,6 +179,7 @@ impl Sessions {
                 audit,
                 settings,
                 instance_id,
+                node_id,
                 live: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
                 pool: pool::Pool::default(),
@@ -195,13 +199,12 @@ impl Sessions {
         &self.inner.store
     }
 
-    /// Re-adopts the managed sessions a previous process left running whose tmux session
-    /// lives on; closes the others: their PTYs died with it.
-    /// Each gets a final keyframe rebuilt from its stored frames and exactly one `Closed`.
+    /// Re-adopts the managed sessions a previous process of this node left running whose
+    /// tmux session lives on; closes the others: their PTYs died with it.
     pub async fn recover(&self) -> Result<()> {
         let store = &self.inner.store;
         store.delete_pooled(None).await?;
-        for row in store.running_sessions().await? {
+        for row in store.running_sessions(&self.inner.node_id).await? {
             if let (host::TMUX, Some(socket)) =
                 (row.backend.as_str(), &self.inner.settings.tmux_socket)
             {
@@ -212,36 +215,63 @@ impl Sessions {
                     continue;
                 }
             }
-            let frames = store.frames_from_last_keyframe(&row.id).await?;
-            let mut screen = rebuild_screen(&frames, row.cols, row.rows);
-            let mut seq = numbered_upto(&row, &frames);
-            let (cols, rows) = screen.size();
-            let now = clock::now_ms();
-            let mut out = Vec::new();
-            for frame in [
-                SessionFrame::Keyframe {
-                    snapshot: wire::Base64Bytes(screen.snapshot()),
-                    snapshot_format: wire::SNAPSHOT_FORMAT.into(),
-                    snapshot_cols: cols,
-                    snapshot_rows: rows,
-                    anchor_sequence: seq,
-                },
-                SessionFrame::Closed {
-                    exit_code: None,
-                    reason: CloseReason::InstanceTerminated,
-                    detail: Some("ptyhost stopped while the session was running".into()),
-                },
-            ] {
-                seq += 1;
-                out.push(new_frame(seq, &frame, now));
+            let detail = "ptyhost stopped while the session was running";
+            if self
+                .close_abandoned(&row, CloseReason::InstanceTerminated, detail)
+                .await?
+            {
+                tracing::info!(session_id = %row.id, "closed a session left running by a previous process");
             }
-            store.insert_frames(&row.id, &out).await?;
-            store
-                .close_session(&row.id, None, "instance_terminated", seq, now)
-                .await?;
-            tracing::info!(session_id = %row.id, "closed a session left running by a previous process");
         }
         Ok(())
+    }
+
+    /// Closes a session of a node that was lost; false when it was closed already.
+    pub async fn close_lost(&self, row: &SessionRow) -> Result<bool> {
+        let detail = format!(
+            "node {} stopped answering while the session was running",
+            row.node_id
+        );
+        self.close_abandoned(row, CloseReason::NodeLost, &detail)
+            .await
+    }
+
+    /// Ends a running session whose process is gone with a final keyframe rebuilt from its
+    /// stored frames and exactly one `Closed`, numbered above anything it may have handed
+    /// out; false when someone else closed it first.
+    async fn close_abandoned(
+        &self,
+        row: &SessionRow,
+        reason: CloseReason,
+        detail: &str,
+    ) -> Result<bool> {
+        let store = &self.inner.store;
+        let frames = store.frames_from_last_keyframe(&row.id).await?;
+        let mut screen = rebuild_screen(&frames, row.cols, row.rows);
+        let mut seq = numbered_upto(row, &frames);
+        let (cols, rows) = screen.size();
+        let now = clock::now_ms();
+        let mut out = Vec::new();
+        for frame in [
+            SessionFrame::Keyframe {
+                snapshot: wire::Base64Bytes(screen.snapshot()),
+                snapshot_format: wire::SNAPSHOT_FORMAT.into(),
+                snapshot_cols: cols,
+                snapshot_rows: rows,
+                anchor_sequence: seq,
+            },
+            SessionFrame::Closed {
+                exit_code: None,
+                reason,
+                detail: Some(detail.into()),
+            },
+        ] {
+            seq += 1;
+            out.push(new_frame(seq, &frame, now));
+        }
+        store
+            .close_abandoned(&row.id, &out, reason.as_str(), now)
+            .await
     }
 
     /// Starts a session. A program that cannot start still makes a (closed) session whose
@@ -256,6 +286,7 @@ impl Sessions {
         let mut row = SessionRow {
             id: id.clone(),
             instance_id: self.inner.instance_id.clone(),
+            node_id: self.inner.node_id.clone(),
             label: spec.label.clone(),
             argv: spec.argv.clone(),
             cwd: spec.cwd.as_ref().map(|c| c.display().to_string()),

@@ -41,7 +41,7 @@ pub(super) fn compress(data: &Bytes) -> (Cow<'_, [u8]>, Option<&'static str>) {
     (Cow::Borrowed(&data[..]), None)
 }
 
-pub(super) fn stored_frame(r: &sqlx::sqlite::SqliteRow) -> Result<Frame> {
+pub(super) fn stored_frame(r: &AnyRow) -> Result<Frame> {
     let body = match r.get::<Option<Vec<u8>>, _>("data") {
         Some(data) => FrameBody::Output {
             envelope_id: r
@@ -78,55 +78,11 @@ impl Store {
     /// Appends frames in one transaction and records the session's last sequence; returns
     /// the bytes they take in the store.
     pub async fn insert_frames(&self, session_id: &str, frames: &[Frame]) -> Result<u64> {
-        let Some(last) = frames.last() else {
+        if frames.is_empty() {
             return Ok(0);
-        };
-        let mut stored = 0u64;
-        let mut tx = self.pool.begin().await?;
-        for f in frames {
-            let (kind, text, envelope_id, data, compression) = match &f.body {
-                FrameBody::Output { envelope_id, data } => {
-                    let (data, compression) = compress(data);
-                    (
-                        "Output",
-                        None,
-                        Some(envelope_id.as_str()),
-                        Some(data),
-                        compression,
-                    )
-                }
-                FrameBody::Envelope { kind, text } => (
-                    kind.as_str(),
-                    Some(std::str::from_utf8(text)?),
-                    None,
-                    None,
-                    None,
-                ),
-            };
-            let bytes = text.map_or(0, str::len) + data.as_ref().map_or(0, |d| d.len());
-            stored += bytes as u64;
-            sqlx::query(
-                "INSERT INTO frames (session_id, sequence, kind, created_at, frame, envelope_id, data, compression, bytes)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(session_id)
-            .bind(f.sequence as i64)
-            .bind(kind)
-            .bind(f.created_at)
-            .bind(text)
-            .bind(envelope_id)
-            .bind(data)
-            .bind(compression)
-            .bind(bytes as i64)
-            .execute(&mut *tx)
-            .await?;
         }
-        sqlx::query("UPDATE sessions SET last_sequence = ? WHERE id = ? AND last_sequence < ?")
-            .bind(last.sequence as i64)
-            .bind(session_id)
-            .bind(last.sequence as i64)
-            .execute(&mut *tx)
-            .await?;
+        let mut tx = self.pool.begin().await?;
+        let stored = insert_frames_in(&mut tx, session_id, frames).await?;
         tx.commit().await?;
         Ok(stored)
     }
@@ -140,7 +96,7 @@ impl Store {
     ) -> Result<Vec<Frame>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT {FRAME_COLUMNS} FROM frames
-             WHERE session_id = ? AND sequence > ? AND sequence < ? ORDER BY sequence"
+             WHERE session_id = $1 AND sequence > $2 AND sequence < $3 ORDER BY sequence"
         )))
         .bind(session_id)
         .bind(after as i64)
@@ -158,8 +114,8 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<Frame>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = ? AND sequence >= ?
-             ORDER BY sequence LIMIT ?"
+            "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = $1 AND sequence >= $2
+             ORDER BY sequence LIMIT $3"
         )))
         .bind(session_id)
         .bind(start.min(i64::MAX as u64) as i64)
@@ -172,7 +128,7 @@ impl Store {
     /// The last stored frame at or before unix ms `at`, if any.
     pub async fn sequence_at(&self, session_id: &str, at: i64) -> Result<Option<u64>> {
         let row = sqlx::query(
-            "SELECT sequence FROM frames WHERE session_id = ? AND created_at <= ?
+            "SELECT sequence FROM frames WHERE session_id = $1 AND created_at <= $2
              ORDER BY created_at DESC, sequence DESC LIMIT 1",
         )
         .bind(session_id)
@@ -185,7 +141,7 @@ impl Store {
     /// The last keyframe at or before `sequence`, if any.
     pub async fn keyframe_before(&self, session_id: &str, sequence: u64) -> Result<Option<u64>> {
         let row = sqlx::query(
-            "SELECT sequence FROM frames WHERE session_id = ? AND kind = 'Keyframe' AND sequence <= ?
+            "SELECT sequence FROM frames WHERE session_id = $1 AND kind = 'Keyframe' AND sequence <= $2
              ORDER BY sequence DESC LIMIT 1",
         )
         .bind(session_id)
@@ -199,7 +155,7 @@ impl Store {
     /// at).
     pub async fn first_sized_frame(&self, session_id: &str) -> Result<Option<Vec<u8>>> {
         let row = sqlx::query(
-            "SELECT frame FROM frames WHERE session_id = ? AND kind IN ('Keyframe', 'Resize')
+            "SELECT frame FROM frames WHERE session_id = $1 AND kind IN ('Keyframe', 'Resize')
              ORDER BY sequence LIMIT 1",
         )
         .bind(session_id)
@@ -213,9 +169,9 @@ impl Store {
     /// The last keyframe of a session and every frame after it (all frames if it has none).
     pub async fn frames_from_last_keyframe(&self, session_id: &str) -> Result<Vec<Frame>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = ?
+            "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = $1
              AND sequence >= COALESCE((SELECT MAX(sequence) FROM frames
-                                       WHERE session_id = ? AND kind = 'Keyframe'), 0)
+                                       WHERE session_id = $2 AND kind = 'Keyframe'), 0)
              ORDER BY sequence"
         )))
         .bind(session_id)
@@ -236,7 +192,7 @@ impl Store {
     ) -> Result<Option<u64>> {
         let mut tx = self.pool.begin().await?;
         let floor: Option<i64> = sqlx::query(
-            "SELECT MAX(sequence) FROM frames WHERE session_id = ? AND sequence <= ? AND created_at < ?",
+            "SELECT MAX(sequence) FROM frames WHERE session_id = $1 AND sequence <= $2 AND created_at < $3",
         )
         .bind(session_id)
         .bind(upto_sequence as i64)
@@ -263,18 +219,72 @@ impl Store {
     }
 }
 
+/// `Store::insert_frames` within a transaction.
+pub(super) async fn insert_frames_in(
+    tx: &mut sqlx::AnyConnection,
+    session_id: &str,
+    frames: &[Frame],
+) -> Result<u64> {
+    let Some(last) = frames.last() else {
+        return Ok(0);
+    };
+    let mut stored = 0u64;
+    for f in frames {
+        let (kind, text, envelope_id, data, compression) = match &f.body {
+            FrameBody::Output { envelope_id, data } => {
+                let (data, compression) = compress(data);
+                (
+                    "Output",
+                    None,
+                    Some(envelope_id.as_str()),
+                    Some(data),
+                    compression,
+                )
+            }
+            FrameBody::Envelope { kind, text } => (
+                kind.as_str(),
+                Some(std::str::from_utf8(text)?),
+                None,
+                None,
+                None,
+            ),
+        };
+        let bytes = text.map_or(0, str::len) + data.as_ref().map_or(0, |d| d.len());
+        stored += bytes as u64;
+        sqlx::query(
+            "INSERT INTO frames (session_id, sequence, kind, created_at, frame, envelope_id, data, compression, bytes)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(session_id)
+        .bind(f.sequence as i64)
+        .bind(kind)
+        .bind(f.created_at)
+        .bind(text)
+        .bind(envelope_id)
+        .bind(data.as_deref())
+        .bind(compression)
+        .bind(bytes as i64)
+        .execute(&mut *tx)
+        .await?;
+    }
+    sqlx::query("UPDATE sessions SET last_sequence = $1 WHERE id = $2 AND last_sequence < $3")
+        .bind(last.sequence as i64)
+        .bind(session_id)
+        .bind(last.sequence as i64)
+        .execute(&mut *tx)
+        .await?;
+    Ok(stored)
+}
+
 /// Drops session `id`'s frames up to `floor` and raises its replay floor to it.
-pub(super) async fn raise_floor(
-    tx: &mut sqlx::SqliteConnection,
-    id: &str,
-    floor: i64,
-) -> Result<()> {
-    sqlx::query("DELETE FROM frames WHERE session_id = ? AND sequence <= ?")
+pub(super) async fn raise_floor(tx: &mut sqlx::AnyConnection, id: &str, floor: i64) -> Result<()> {
+    sqlx::query("DELETE FROM frames WHERE session_id = $1 AND sequence <= $2")
         .bind(id)
         .bind(floor)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("UPDATE sessions SET replay_floor = max(replay_floor, ?) WHERE id = ?")
+    sqlx::query("UPDATE sessions SET replay_floor = CASE WHEN replay_floor < $1 THEN $1 ELSE replay_floor END
+         WHERE id = $2")
         .bind(floor)
         .bind(id)
         .execute(&mut *tx)
@@ -287,62 +297,13 @@ impl Store {
     /// more; a session recovered after a crash numbers on from above it.
     pub async fn reserve_sequences(&self, id: &str, upto: u64) -> Result<()> {
         sqlx::query(
-            "UPDATE sessions SET sequence_reserved = max(sequence_reserved, ?) WHERE id = ?",
+            "UPDATE sessions SET sequence_reserved =
+             CASE WHEN sequence_reserved < $1 THEN $1 ELSE sequence_reserved END WHERE id = $2",
         )
         .bind(upto as i64)
         .bind(id)
         .execute(&self.pool)
         .await?;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn output(sequence: u64, data: Vec<u8>) -> Frame {
-        Frame {
-            sequence,
-            created_at: 1_700_000_000_000,
-            body: FrameBody::Output {
-                envelope_id: format!("id-{sequence}"),
-                data: Bytes::from(data),
-            },
-        }
-    }
-
-    #[tokio::test]
-    async fn output_comes_back_as_it_went_in_compressed_only_when_that_is_smaller() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(None, dir.path()).await.unwrap();
-        let text = b"cargo build: Compiling some-crate v1.2.3\r\n".repeat(1600);
-        let noise: Vec<u8> = (0..65536).map(|_| rand::random::<u8>()).collect();
-        let frames = vec![
-            output(1, b"a".to_vec()),
-            output(2, text),
-            output(3, noise),
-            Frame {
-                sequence: 4,
-                created_at: 1_700_000_000_001,
-                body: FrameBody::Envelope {
-                    kind: "Resize".into(),
-                    text: Bytes::from_static(br#"{"op":"pty.session_frame"}"#),
-                },
-            },
-        ];
-        store.insert_frames("s", &frames).await.unwrap();
-        assert_eq!(store.frames_between("s", 0, 5).await.unwrap(), frames);
-        let stored: Vec<(i64, Option<String>, Option<i64>)> = sqlx::query_as(
-            "SELECT sequence, compression, length(data) FROM frames ORDER BY sequence",
-        )
-        .fetch_all(&store.pool)
-        .await
-        .unwrap();
-        assert_eq!(stored[0], (1, None, Some(1)));
-        assert_eq!(stored[1].1.as_deref(), Some("lz4"));
-        assert!(stored[1].2 < Some(4096), "{stored:?}");
-        assert_eq!(stored[2], (3, None, Some(65536)));
-        assert_eq!(stored[3], (4, None, None));
     }
 }

@@ -1,12 +1,14 @@
-//! The one place for SQL, on SQLite through sqlx: sessions and tokens here, replay frames
+//! The one place for SQL, on SQLite or PostgreSQL through sqlx's `Any` driver: sessions and tokens here, replay frames
 //! (`frames`), tasks and push configs (`tasks`), the audit trail and A202 streams (`records`).
 //! Migrations are embedded and applied on open; the schema sticks to portable types.
 
 mod frames;
+mod nodes;
 mod records;
 mod retention;
 mod tasks;
 pub use frames::*;
+pub use nodes::*;
 pub use records::*;
 pub use tasks::*;
 
@@ -18,21 +20,61 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{AssertSqlSafe, Row, SqlitePool};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::sync::watch;
 
 #[derive(Clone)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: AnyPool,
+    backend: Backend,
     /// The last write that had to be retried has not succeeded yet.
     refusing: Arc<watch::Sender<bool>>,
+}
+
+/// The database a store runs on: SQLite embedded (one node), or PostgreSQL shared by the
+/// nodes of a cluster. The SQL is the same on both (numbered parameters, portable
+/// functions); each has its own migrations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Set on every SQLite connection: write-ahead logging, a sync at checkpoints only, 5 s of
+/// waiting for a lock before a write fails, and enforced foreign keys.
+const SQLITE_PRAGMAS: [&str; 4] = [
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA busy_timeout = 5000",
+    "PRAGMA foreign_keys = ON",
+];
+
+/// A `sqlite:` URL for a file, created when missing.
+fn sqlite_url(path: &Path) -> String {
+    let path = path.to_string_lossy();
+    let escaped = path
+        .replace('%', "%25")
+        .replace('?', "%3F")
+        .replace('#', "%23");
+    format!("sqlite://{escaped}?mode=rwc")
+}
+
+/// A `sqlite:` URL as given, creating the file when it names no `mode`.
+fn creating(url: &str) -> String {
+    match url.split_once('?') {
+        Some((_, params)) if params.split('&').any(|p| p.starts_with("mode=")) => url.to_owned(),
+        Some(_) => format!("{url}&mode=rwc"),
+        None => format!("{url}?mode=rwc"),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRow {
     pub id: String,
     pub instance_id: String,
+    /// The node it runs on ('' for one stored before nodes).
+    pub node_id: String,
     pub label: Option<String>,
     pub argv: Vec<String>,
     pub cwd: Option<String>,
@@ -77,36 +119,60 @@ pub struct NewToken<'a> {
 }
 
 impl Store {
-    /// Opens (creating if needed) the database named by `url`, or `DIR/ptyhost.db`.
+    /// Opens the database named by `url` (`sqlite:` or `postgres:`), or `DIR/ptyhost.db`,
+    /// creating a SQLite file when missing, and applies the migrations of its backend. On
+    /// PostgreSQL the migrations run under an advisory lock, so nodes that start together
+    /// do not race.
     pub async fn open(database_url: Option<&str>, data_dir: &Path) -> Result<Store> {
-        let options = match database_url {
-            Some(url) if url.starts_with("sqlite:") => SqliteConnectOptions::from_str(url)
-                .with_context(|| format!("bad database url {url}"))?,
-            Some(url) => anyhow::bail!("unsupported database url {url}: only sqlite: is built in"),
+        sqlx::any::install_default_drivers();
+        let (url, backend) = match database_url {
+            Some(url) if url.starts_with("sqlite:") => (creating(url), Backend::Sqlite),
+            Some(url) if url.starts_with("postgres:") || url.starts_with("postgresql:") => {
+                (url.to_owned(), Backend::Postgres)
+            }
+            Some(url) => anyhow::bail!(
+                "unsupported database url {url}: use sqlite:PATH or postgres://USER@HOST/DB"
+            ),
             None => {
                 std::fs::create_dir_all(data_dir)
                     .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-                SqliteConnectOptions::new().filename(data_dir.join("ptyhost.db"))
+                (sqlite_url(&data_dir.join("ptyhost.db")), Backend::Sqlite)
             }
-        }
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(5))
-        .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
+        };
+        let options =
+            AnyConnectOptions::from_str(&url).with_context(|| format!("bad database url {url}"))?;
+        let pool = AnyPoolOptions::new()
+            .max_connections(match backend {
+                Backend::Sqlite => 4,
+                Backend::Postgres => 16,
+            })
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        for pragma in SQLITE_PRAGMAS {
+                            sqlx::query(pragma).execute(&mut *conn).await?;
+                        }
+                    }
+                    Ok(())
+                })
+            })
             .connect_with(options)
             .await
             .context("opening the database")?;
-        sqlx::migrate!("./migrations")
-            .run(&pool)
-            .await
-            .context("applying migrations")?;
+        match backend {
+            Backend::Sqlite => sqlx::migrate!("./migrations/sqlite").run(&pool).await,
+            Backend::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await,
+        }
+        .context("applying migrations")?;
         Ok(Store {
             pool,
+            backend,
             refusing: Arc::new(watch::Sender::new(false)),
         })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
     }
 
     /// Runs `write` until it succeeds, backing off from 50 ms to 1 s; the store counts as
@@ -164,7 +230,7 @@ impl Store {
     pub async fn insert_token(&self, t: NewToken<'_>) -> Result<()> {
         sqlx::query(
             "INSERT INTO tokens (id, hash, scope, session_id, label, kind, created_at, expires_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(t.id)
         .bind(t.hash)
@@ -181,7 +247,7 @@ impl Store {
 
     pub async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>> {
         let row = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?"
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = $1"
         )))
         .bind(hash)
         .fetch_optional(&self.pool)
@@ -208,8 +274,8 @@ impl Store {
             }
             Some((sid, now)) => {
                 sqlx::query(AssertSqlSafe(format!(
-                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE kind = 'share' AND session_id = ?
-                     AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)
+                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE kind = 'share' AND session_id = $1
+                     AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)
                      ORDER BY created_at"
                 )))
                 .bind(sid)
@@ -223,8 +289,13 @@ impl Store {
 
     /// The tokens of these ids that still exist.
     pub async fn tokens_by_id(&self, ids: &[String]) -> Result<Vec<TokenRow>> {
+        // The ids go as one JSON array, whatever their number.
+        let ids_of = match self.backend {
+            Backend::Sqlite => "SELECT value FROM json_each($1)",
+            Backend::Postgres => "SELECT value FROM json_array_elements_text(CAST($1 AS json))",
+        };
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE id IN (SELECT value FROM json_each(?))"
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE id IN ({ids_of})"
         )))
         .bind(serde_json::to_string(ids)?)
         .fetch_all(&self.pool)
@@ -235,8 +306,8 @@ impl Store {
     /// Revokes a token (only a share link of `session` when given); false when none matched.
     pub async fn revoke_token(&self, id: &str, session: Option<&str>, now: i64) -> Result<bool> {
         let done = sqlx::query(
-            "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL
-             AND (? IS NULL OR (kind = 'share' AND session_id = ?))",
+            "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL
+             AND ($3 IS NULL OR (kind = 'share' AND session_id = $4))",
         )
         .bind(now)
         .bind(id)
@@ -253,8 +324,9 @@ impl Store {
         sqlx::query(
             "INSERT INTO sessions (id, instance_id, label, argv, cwd, env, backend, class, cols, rows,
              state, exit_code, close_reason, last_sequence, sequence_reserved, created_at, closed_at,
-             start_cols, start_rows)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             start_cols, start_rows, node_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+             $20)",
         )
         .bind(&s.id)
         .bind(&s.instance_id)
@@ -275,6 +347,7 @@ impl Store {
         .bind(s.closed_at)
         .bind(i64::from(s.cols))
         .bind(i64::from(s.rows))
+        .bind(&s.node_id)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -282,7 +355,7 @@ impl Store {
 
     /// The size session `id` started at (`None` for one stored before it was kept).
     pub async fn start_size(&self, id: &str) -> Result<Option<(u16, u16)>> {
-        let row = sqlx::query("SELECT start_cols, start_rows FROM sessions WHERE id = ?")
+        let row = sqlx::query("SELECT start_cols, start_rows FROM sessions WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -294,7 +367,7 @@ impl Store {
 
     pub async fn list_sessions(&self, instance_id: &str) -> Result<Vec<SessionRow>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE instance_id = ? AND state != 'pooled'
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE instance_id = $1 AND state != 'pooled'
              ORDER BY created_at"
         )))
         .bind(instance_id)
@@ -306,7 +379,7 @@ impl Store {
     /// A session by id; a pooled one (not yet taken) is no session to anyone.
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>> {
         let row = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ? AND state != 'pooled'"
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND state != 'pooled'"
         )))
         .bind(id)
         .fetch_optional(&self.pool)
@@ -318,7 +391,7 @@ impl Store {
     /// False when it is not pooled (any more).
     pub async fn take_pooled(&self, id: &str, at: i64) -> Result<bool> {
         let done = sqlx::query(
-            "UPDATE sessions SET state = 'running', created_at = ? WHERE id = ? AND state = 'pooled'",
+            "UPDATE sessions SET state = 'running', created_at = $1 WHERE id = $2 AND state = 'pooled'",
         )
         .bind(at)
         .bind(id)
@@ -333,13 +406,13 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "DELETE FROM frames WHERE session_id IN
-             (SELECT id FROM sessions WHERE state = 'pooled' AND (? IS NULL OR id = ?))",
+             (SELECT id FROM sessions WHERE state = 'pooled' AND ($1 IS NULL OR id = $2))",
         )
         .bind(id)
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("DELETE FROM sessions WHERE state = 'pooled' AND (? IS NULL OR id = ?)")
+        sqlx::query("DELETE FROM sessions WHERE state = 'pooled' AND ($1 IS NULL OR id = $2)")
             .bind(id)
             .bind(id)
             .execute(&mut *tx)
@@ -348,17 +421,19 @@ impl Store {
         Ok(())
     }
 
-    pub async fn running_sessions(&self) -> Result<Vec<SessionRow>> {
+    /// The sessions node `node_id` runs (with those stored before nodes, which ran here).
+    pub async fn running_sessions(&self, node_id: &str) -> Result<Vec<SessionRow>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE state = 'running'"
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE state = 'running' AND node_id IN ($1, '')"
         )))
+        .bind(node_id)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(session_row).collect()
     }
 
     pub async fn set_session_size(&self, id: &str, cols: u16, rows: u16) -> Result<()> {
-        sqlx::query("UPDATE sessions SET cols = ?, rows = ? WHERE id = ?")
+        sqlx::query("UPDATE sessions SET cols = $1, rows = $2 WHERE id = $3")
             .bind(i64::from(cols))
             .bind(i64::from(rows))
             .bind(id)
@@ -378,7 +453,7 @@ impl Store {
         // A pooled session that ends stays pooled: it is deleted, never listed.
         sqlx::query(
             "UPDATE sessions SET state = CASE state WHEN 'pooled' THEN 'pooled' ELSE 'closed' END,
-             exit_code = ?, close_reason = ?, last_sequence = ?, closed_at = ? WHERE id = ?",
+             exit_code = $1, close_reason = $2, last_sequence = $3, closed_at = $4 WHERE id = $5",
         )
         .bind(exit_code)
         .bind(reason)
@@ -394,11 +469,11 @@ impl Store {
 const TOKEN_COLUMNS: &str =
     "id, scope, session_id, label, kind, created_at, expires_at, revoked_at";
 
-const SESSION_COLUMNS: &str = "id, instance_id, label, argv, cwd, env, backend, class, cols, rows, \
+const SESSION_COLUMNS: &str = "id, instance_id, node_id, label, argv, cwd, env, backend, class, cols, rows, \
      state, exit_code, close_reason, last_sequence, replay_floor, sequence_reserved, created_at, \
      closed_at";
 
-fn token_row(r: &sqlx::sqlite::SqliteRow) -> TokenRow {
+fn token_row(r: &AnyRow) -> TokenRow {
     TokenRow {
         id: r.get("id"),
         scope: r.get("scope"),
@@ -411,10 +486,11 @@ fn token_row(r: &sqlx::sqlite::SqliteRow) -> TokenRow {
     }
 }
 
-fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
+fn session_row(r: &AnyRow) -> Result<SessionRow> {
     Ok(SessionRow {
         id: r.get("id"),
         instance_id: r.get("instance_id"),
+        node_id: r.get("node_id"),
         label: r.get("label"),
         argv: serde_json::from_str(r.get::<&str, _>("argv"))?,
         cwd: r.get("cwd"),

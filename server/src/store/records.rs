@@ -34,7 +34,7 @@ impl Store {
     pub async fn insert_audit(&self, r: &AuditRow) -> Result<()> {
         sqlx::query(
             "INSERT INTO audit (at, event, session_id, token_id, client_id, detail)
-             VALUES (?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(r.at)
         .bind(&r.event)
@@ -51,7 +51,7 @@ impl Store {
     pub async fn audit(&self, session_id: Option<&str>, limit: u32) -> Result<Vec<AuditRow>> {
         let rows = sqlx::query(
             "SELECT at, event, session_id, token_id, client_id, detail FROM audit
-             WHERE (? IS NULL OR session_id = ?) ORDER BY id DESC LIMIT ?",
+             WHERE ($1 IS NULL OR session_id = $2) ORDER BY id DESC LIMIT $3",
         )
         .bind(session_id)
         .bind(session_id)
@@ -74,7 +74,7 @@ impl Store {
     /// The last sequence of an A202 transaction stream (0 when it is empty).
     pub async fn a202_sequence(&self, transaction_id: &str) -> Result<i64> {
         Ok(sqlx::query_scalar(
-            "SELECT COALESCE(MAX(sequence), 0) FROM a202_objects WHERE transaction_id = ?",
+            "SELECT COALESCE(MAX(sequence), 0) FROM a202_objects WHERE transaction_id = $1",
         )
         .bind(transaction_id)
         .fetch_one(&self.pool)
@@ -84,7 +84,7 @@ impl Store {
     /// Where an object version is held: its sequence and content hash.
     pub async fn a202_find(&self, object_id: &str, version: i64) -> Result<Option<(i64, String)>> {
         Ok(sqlx::query_as(
-            "SELECT sequence, content_hash FROM a202_objects WHERE object_id = ? AND version = ?",
+            "SELECT sequence, content_hash FROM a202_objects WHERE object_id = $1 AND version = $2",
         )
         .bind(object_id)
         .bind(version)
@@ -97,7 +97,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         for r in rows {
             sqlx::query(AssertSqlSafe(format!(
-                "INSERT INTO a202_objects ({COMMERCE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                "INSERT INTO a202_objects ({COMMERCE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
             )))
             .bind(&r.transaction_id)
             .bind(r.sequence)
@@ -118,7 +118,7 @@ impl Store {
     /// A transaction's stream in sequence order.
     pub async fn a202_stream(&self, transaction_id: &str) -> Result<Vec<CommerceRow>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {COMMERCE_COLUMNS} FROM a202_objects WHERE transaction_id = ? ORDER BY sequence"
+            "SELECT {COMMERCE_COLUMNS} FROM a202_objects WHERE transaction_id = $1 ORDER BY sequence"
         )))
         .bind(transaction_id)
         .fetch_all(&self.pool)

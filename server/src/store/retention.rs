@@ -7,11 +7,12 @@ use super::*;
 impl Store {
     /// The bytes session `id`'s frames take.
     pub async fn session_bytes(&self, id: &str) -> Result<u64> {
-        let bytes: Option<i64> = sqlx::query("SELECT SUM(bytes) FROM frames WHERE session_id = ?")
-            .bind(id)
-            .fetch_one(&self.pool)
-            .await?
-            .get(0);
+        let bytes: Option<i64> =
+            sqlx::query("SELECT CAST(SUM(bytes) AS BIGINT) FROM frames WHERE session_id = $1")
+                .bind(id)
+                .fetch_one(&self.pool)
+                .await?
+                .get(0);
         Ok(bytes.unwrap_or(0) as u64)
     }
 
@@ -21,9 +22,9 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let floor: Option<i64> = sqlx::query(
             "SELECT MAX(sequence) FROM (
-               SELECT sequence, SUM(bytes) OVER (ORDER BY sequence DESC) AS kept
-               FROM frames WHERE session_id = ?
-             ) WHERE kept > ?",
+               SELECT sequence, CAST(SUM(bytes) OVER (ORDER BY sequence DESC) AS BIGINT) AS kept
+               FROM frames WHERE session_id = $1
+             ) AS k WHERE kept > $2",
         )
         .bind(id)
         .bind(keep as i64)
@@ -46,10 +47,10 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<String>> {
         let rows = sqlx::query(
-            "SELECT id FROM sessions s WHERE state = 'closed' AND closed_at < ?
+            "SELECT id FROM sessions s WHERE state = 'closed' AND closed_at < $1
                AND (EXISTS (SELECT 1 FROM frames f WHERE f.session_id = s.id)
                     OR EXISTS (SELECT 1 FROM tasks t WHERE t.context_id = s.id))
-             ORDER BY closed_at LIMIT ?",
+             ORDER BY closed_at LIMIT $2",
         )
         .bind(before.unwrap_or(i64::MAX))
         .bind(i64::from(limit))
@@ -62,21 +63,21 @@ impl Store {
     /// moves to its last sequence (nothing is left to replay).
     pub async fn drop_history(&self, id: &str) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM frames WHERE session_id = ?")
+        sqlx::query("DELETE FROM frames WHERE session_id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await?;
         sqlx::query(
-            "DELETE FROM push_configs WHERE task_id IN (SELECT id FROM tasks WHERE context_id = ?)",
+            "DELETE FROM push_configs WHERE task_id IN (SELECT id FROM tasks WHERE context_id = $1)",
         )
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("DELETE FROM tasks WHERE context_id = ?")
+        sqlx::query("DELETE FROM tasks WHERE context_id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE sessions SET replay_floor = last_sequence WHERE id = ?")
+        sqlx::query("UPDATE sessions SET replay_floor = last_sequence WHERE id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await?;
@@ -84,8 +85,15 @@ impl Store {
         Ok(())
     }
 
-    /// The bytes of the database file in use (its pages less the free ones).
+    /// The bytes the database holds: on SQLite its file's pages less the free ones, on
+    /// PostgreSQL the database's size on disk.
     pub async fn bytes_in_use(&self) -> Result<u64> {
+        if self.backend == Backend::Postgres {
+            let v: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+                .fetch_one(&self.pool)
+                .await?;
+            return Ok(v.max(0) as u64);
+        }
         let pragma = |name: &'static str| async move {
             let v: i64 = sqlx::query(AssertSqlSafe(format!("PRAGMA {name}")))
                 .fetch_one(&self.pool)

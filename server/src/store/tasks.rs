@@ -13,6 +13,13 @@ pub struct TaskFilter<'a> {
     pub limit: u32,
 }
 
+/// Whose tasks: one context's, or one node's.
+#[derive(Debug, Clone, Copy)]
+pub enum TasksOf<'a> {
+    Context(&'a str),
+    Node(&'a str),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PushConfigRow {
     pub task_id: String,
@@ -22,7 +29,7 @@ pub struct PushConfigRow {
     pub created_at: i64,
 }
 
-pub(super) fn push_config_row(r: &sqlx::sqlite::SqliteRow) -> PushConfigRow {
+pub(super) fn push_config_row(r: &AnyRow) -> PushConfigRow {
     PushConfigRow {
         task_id: r.get(0),
         id: r.get(1),
@@ -46,7 +53,7 @@ impl Store {
         task_json: &str,
     ) -> Result<()> {
         sqlx::query(
-            "INSERT INTO tasks (id, context_id, state, status_at, task) VALUES (?, ?, ?, ?, ?)
+            "INSERT INTO tasks (id, context_id, state, status_at, task) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (id) DO UPDATE SET state = excluded.state, status_at = excluded.status_at,
              task = excluded.task",
         )
@@ -61,7 +68,7 @@ impl Store {
     }
 
     pub async fn task(&self, id: &str) -> Result<Option<String>> {
-        Ok(sqlx::query("SELECT task FROM tasks WHERE id = ?")
+        Ok(sqlx::query("SELECT task FROM tasks WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await?
@@ -73,15 +80,15 @@ impl Store {
         &self,
         f: &TaskFilter<'_>,
     ) -> Result<(Vec<(i64, String, String)>, i64)> {
-        const WHERE: &str = "WHERE (? IS NULL OR context_id = ?) AND (? IS NULL OR state = ?)
-             AND (? IS NULL OR status_at >= ?)";
+        const WHERE: &str = "WHERE ($1 IS NULL OR context_id = $2) AND ($3 IS NULL OR state = $4)
+             AND ($5 IS NULL OR status_at >= $6)";
         let count = sqlx::query(AssertSqlSafe(format!("SELECT COUNT(*) FROM tasks {WHERE}")));
         let total: i64 = bind_filter(count, f).fetch_one(&self.pool).await?.get(0);
         let (after_at, after_id) = f.after.map_or((None, None), |(t, id)| (Some(t), Some(id)));
         let page = sqlx::query(AssertSqlSafe(format!(
             "SELECT status_at, id, task FROM tasks {WHERE}
-             AND (? IS NULL OR status_at < ? OR (status_at = ? AND id < ?))
-             ORDER BY status_at DESC, id DESC LIMIT ?"
+             AND ($7 IS NULL OR status_at < $8 OR (status_at = $9 AND id < $10))
+             ORDER BY status_at DESC, id DESC LIMIT $11"
         )));
         let rows = bind_filter(page, f)
             .bind(after_at)
@@ -101,28 +108,42 @@ impl Store {
 
     /// The tasks of context (session) `context_id`, as JSON.
     pub async fn tasks_of_context(&self, context_id: &str) -> Result<Vec<String>> {
-        let rows = sqlx::query("SELECT task FROM tasks WHERE context_id = ?")
+        let rows = sqlx::query("SELECT task FROM tasks WHERE context_id = $1")
             .bind(context_id)
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    /// Tasks a previous process left unfinished, as JSON.
-    pub async fn unfinished_tasks(&self) -> Result<Vec<String>> {
-        let rows = sqlx::query(
-            "SELECT task FROM tasks WHERE state IN ('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING',
-             'TASK_STATE_INPUT_REQUIRED', 'TASK_STATE_AUTH_REQUIRED')",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+    /// Unfinished tasks, as JSON: those of one context (session), or those a node ran (in
+    /// its sessions, in sessions stored before nodes, or in no session).
+    pub async fn unfinished_tasks(&self, of: TasksOf<'_>) -> Result<Vec<String>> {
+        const UNFINISHED: &str = "state IN ('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING',
+             'TASK_STATE_INPUT_REQUIRED', 'TASK_STATE_AUTH_REQUIRED')";
+        let (sql, id) = match of {
+            TasksOf::Context(id) => (
+                format!("SELECT task FROM tasks WHERE {UNFINISHED} AND context_id = $1"),
+                id,
+            ),
+            TasksOf::Node(id) => (
+                format!(
+                    "SELECT task FROM tasks WHERE {UNFINISHED} AND context_id NOT IN
+                     (SELECT id FROM sessions WHERE node_id NOT IN ($1, ''))"
+                ),
+                id,
+            ),
+        };
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     /// Writes a push config (insert or replace; a replaced one keeps its creation time).
     pub async fn put_push_config(&self, c: &PushConfigRow) -> Result<()> {
         sqlx::query(
-            "INSERT INTO push_configs (task_id, id, version, config, created_at) VALUES (?, ?, ?, ?, ?)
+            "INSERT INTO push_configs (task_id, id, version, config, created_at) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (task_id, id) DO UPDATE SET version = excluded.version,
              config = excluded.config",
         )
@@ -144,10 +165,10 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<PushConfigRow>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {PUSH_CONFIG_COLUMNS} FROM push_configs WHERE task_id = ?
-             AND (? IS NULL OR (created_at, id) > (SELECT created_at, id FROM push_configs
-                  WHERE task_id = ? AND id = ?))
-             ORDER BY created_at, id LIMIT ?"
+            "SELECT {PUSH_CONFIG_COLUMNS} FROM push_configs WHERE task_id = $1
+             AND ($2 IS NULL OR (created_at, id) > (SELECT created_at, id FROM push_configs
+                  WHERE task_id = $3 AND id = $4))
+             ORDER BY created_at, id LIMIT $5"
         )))
         .bind(task_id)
         .bind(after)
@@ -161,7 +182,7 @@ impl Store {
 
     pub async fn push_config(&self, task_id: &str, id: &str) -> Result<Option<PushConfigRow>> {
         Ok(sqlx::query(AssertSqlSafe(format!(
-            "SELECT {PUSH_CONFIG_COLUMNS} FROM push_configs WHERE task_id = ? AND id = ?"
+            "SELECT {PUSH_CONFIG_COLUMNS} FROM push_configs WHERE task_id = $1 AND id = $2"
         )))
         .bind(task_id)
         .bind(id)
@@ -173,7 +194,7 @@ impl Store {
 
     /// Deletes a push config; whether there was one.
     pub async fn delete_push_config(&self, task_id: &str, id: &str) -> Result<bool> {
-        let done = sqlx::query("DELETE FROM push_configs WHERE task_id = ? AND id = ?")
+        let done = sqlx::query("DELETE FROM push_configs WHERE task_id = $1 AND id = $2")
             .bind(task_id)
             .bind(id)
             .execute(&self.pool)
@@ -182,10 +203,10 @@ impl Store {
     }
 }
 
-type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
 
-/// Binds the filter's three optional conditions, each twice (`? IS NULL OR …`), in order.
-fn bind_filter<'q>(query: SqliteQuery<'q>, f: &TaskFilter<'q>) -> SqliteQuery<'q> {
+/// Binds the filter's three optional conditions, each twice (`$n IS NULL OR …`), in order.
+fn bind_filter<'q>(query: AnyQuery<'q>, f: &TaskFilter<'q>) -> AnyQuery<'q> {
     query
         .bind(f.context_id)
         .bind(f.context_id)

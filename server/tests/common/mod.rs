@@ -28,12 +28,40 @@ pub struct TestServer {
     child: Option<Child>,
     pub addr: String,
     pub dir: PathBuf,
+    /// The `--database-url` it was started with, which `token_cli` uses too.
+    pub database_url: Option<String>,
     _tmp: Option<tempfile::TempDir>,
     pub http: reqwest::Client,
 }
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_ptyhost")
+}
+
+/// A new, empty database on the PostgreSQL at `PTYHOST_TEST_POSTGRES_URL` (the test
+/// command starts a throwaway one), as a URL. Without it: `None` on a developer's machine,
+/// a failure in CI, where every PostgreSQL test must run.
+pub async fn postgres_database() -> Option<String> {
+    let Ok(admin) = std::env::var("PTYHOST_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "PTYHOST_TEST_POSTGRES_URL must name a PostgreSQL in CI (scripts/test.sh starts one)"
+        );
+        eprintln!("PTYHOST_TEST_POSTGRES_URL is not set: the PostgreSQL half is skipped");
+        return None;
+    };
+    let name = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+        .await
+        .expect("the test PostgreSQL answers");
+    sqlx::Executor::execute(
+        &mut conn,
+        sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")),
+    )
+    .await
+    .unwrap();
+    let (base, _) = admin.rsplit_once('/').unwrap();
+    Some(format!("{base}/{name}"))
 }
 
 impl TestServer {
@@ -91,10 +119,15 @@ impl TestServer {
         })
         .await
         .expect("listening line");
+        let database_url = args
+            .iter()
+            .position(|a| *a == "--database-url")
+            .map(|i| args[i + 1].to_owned());
         TestServer {
             child: Some(child),
             addr,
             dir: dir.to_path_buf(),
+            database_url,
             _tmp: None,
             http: reqwest::Client::new(),
         }
@@ -274,11 +307,14 @@ impl TestServer {
 
     /// Runs `ptyhost token …` against this server's data dir; returns stdout.
     pub async fn token_cli(&self, args: &[&str]) -> String {
+        let store = match &self.database_url {
+            Some(url) => ["--database-url".into(), url.clone()],
+            None => ["--data-dir".into(), self.dir.display().to_string()],
+        };
         let out = Command::new(bin())
             .arg("token")
             .args(args)
-            .arg("--data-dir")
-            .arg(&self.dir)
+            .args(store)
             .output()
             .await
             .unwrap();
@@ -486,8 +522,13 @@ impl Client {
 
     /// Reads until the close frame; returns its code and every JSON frame before it.
     pub async fn until_close(&mut self) -> (Option<u16>, Vec<Value>) {
+        self.until_close_within(WAIT).await
+    }
+
+    /// `until_close`, waiting up to `wait` for the close.
+    pub async fn until_close_within(&mut self, wait: Duration) -> (Option<u16>, Vec<Value>) {
         let mut frames = Vec::new();
-        let code = tokio::time::timeout(WAIT, async {
+        let code = tokio::time::timeout(wait, async {
             loop {
                 match self.ws.next().await {
                     Some(Ok(Message::Text(t))) => frames.push(serde_json::from_str(&t).unwrap()),

@@ -2,6 +2,7 @@
 //! and runs (for the shell executor, a command typed into a session's shell); the task
 //! service persists every update the executor reports before it announces it.
 
+mod elsewhere;
 mod execute;
 mod feed;
 mod list;
@@ -27,7 +28,8 @@ use crate::auth::{Principal, Scope};
 use crate::clock;
 use crate::commerce::{self, Carrier, Commerce, Receipt};
 use crate::executor::{Executor, Plan, Update, Work, shell};
-use crate::store::{Store, TaskFilter};
+use crate::store::{Store, TaskFilter, TasksOf};
+pub use elsewhere::Elsewhere;
 pub use feed::TaskStream;
 use feed::{Feed, Follow, STREAM_BUFFER};
 use list::parse_ms;
@@ -46,6 +48,8 @@ struct Inner {
     executor: Arc<dyn Executor>,
     push: Push,
     commerce: Commerce,
+    /// The other nodes, which run the tasks of their sessions.
+    elsewhere: Arc<dyn Elsewhere>,
     /// Tasks still running in this process: their latest snapshot, and cancel requests.
     live: Mutex<HashMap<String, Live>>,
 }
@@ -56,7 +60,7 @@ struct Live {
 }
 
 /// What SendMessage answers: the task, or (for some conformance scenarios) a message.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Sent {
     Task(Task),
@@ -82,6 +86,7 @@ impl TaskService {
         executor: Arc<dyn Executor>,
         push: Push,
         commerce: Commerce,
+        elsewhere: Arc<dyn Elsewhere>,
     ) -> TaskService {
         TaskService {
             inner: Arc::new(Inner {
@@ -89,6 +94,7 @@ impl TaskService {
                 executor,
                 push,
                 commerce,
+                elsewhere,
                 live: Mutex::new(HashMap::new()),
             }),
         }
@@ -103,16 +109,22 @@ impl TaskService {
         self.inner.live.lock().unwrap().len()
     }
 
-    /// Fails the tasks a previous process left unfinished (their shells died with it) and
-    /// tells their push configs.
-    pub async fn recover(&self) -> anyhow::Result<()> {
-        for json in self.inner.store.unfinished_tasks().await? {
+    /// Fails the tasks a previous process of node `node_id` left unfinished (their shells
+    /// died with it) and tells their push configs.
+    pub async fn recover(&self, node_id: &str) -> anyhow::Result<()> {
+        self.fail_unfinished(
+            TasksOf::Node(node_id),
+            "ptyhost stopped while the task was running",
+        )
+        .await
+    }
+
+    /// Fails unfinished tasks whose process is gone, saying `why`, and tells their push
+    /// configs.
+    pub async fn fail_unfinished(&self, of: TasksOf<'_>, why: &str) -> anyhow::Result<()> {
+        for json in self.inner.store.unfinished_tasks(of).await? {
             let mut task: Task = serde_json::from_str(&json)?;
-            task.status = status(
-                TaskState::Failed,
-                Some("ptyhost stopped while the task was running".into()),
-                None,
-            );
+            task.status = status(TaskState::Failed, Some(why.into()), None);
             self.persist(&task).await?;
             self.inner.push.resume(&task, &status_event(&task)).await?;
         }
@@ -146,6 +158,9 @@ impl TaskService {
         req: SendMessageRequest,
         via: Via<'_>,
     ) -> Result<Sent, A2aError> {
+        if let Some(node) = self.node_of_message(&req.message).await? {
+            return self.send_elsewhere(&node, who, &req, via).await;
+        }
         let config = req.configuration.clone().unwrap_or_default();
         let feed = match self.start(who, req, false, via).await? {
             Started::Feed(follow) => follow.feed,
@@ -168,6 +183,12 @@ impl TaskService {
         req: SendMessageRequest,
         via: Via<'_>,
     ) -> Result<TaskStream, A2aError> {
+        if let Some(node) = self.node_of_message(&req.message).await? {
+            let params = serde_json::to_value(&req).map_err(anyhow::Error::from)?;
+            let subject = req.message.context_id.as_deref().unwrap_or("");
+            let method = "SendStreamingMessage";
+            return (self.stream_elsewhere(&node, who, method, params, via, subject)).await;
+        }
         match self.start(who, req, true, via).await? {
             Started::Feed(Follow { first, events, .. }) => Ok(TaskStream {
                 first,
@@ -181,6 +202,14 @@ impl TaskService {
     /// SubscribeToTask: the task now, then its events. A finished task has nothing to follow.
     pub async fn subscribe(&self, who: &Principal, id: &str) -> Result<TaskStream, A2aError> {
         let task = self.get(who, id, None).await?;
+        if let Some(node) = self.node_of_task(&task).await? {
+            let via = Via {
+                version: Version::V1,
+                extensions: &[],
+            };
+            let params = json!({ "id": id });
+            return (self.stream_elsewhere(&node, who, "SubscribeToTask", params, via, id)).await;
+        }
         match self.feed(id) {
             Some(feed) if !task.status.state.is_terminal() => {
                 let (first, events) = feed.subscribe();
@@ -340,7 +369,13 @@ impl TaskService {
     ) -> Result<Task, A2aError> {
         require(who, Scope::Observe)?;
         match self.current(id).await? {
-            Some(t) if who.sees_session(&t.context_id) => Ok(t.view(history_length, true)),
+            Some(t) if who.sees_session(&t.context_id) => match self.node_of_task(&t).await? {
+                Some(node) => {
+                    let params = json!({ "id": id, "historyLength": history_length });
+                    self.call_elsewhere(&node, who, "GetTask", params, id).await
+                }
+                None => Ok(t.view(history_length, true)),
+            },
             _ => Err(A2aError::TaskNotFound(id.to_owned())),
         }
     }
@@ -355,6 +390,12 @@ impl TaskService {
         }
         if task.status.state.is_terminal() {
             return Err(A2aError::TaskNotCancelable(id.to_owned()));
+        }
+        if let Some(node) = self.node_of_task(&task).await? {
+            let params = json!({ "id": id });
+            return self
+                .call_elsewhere(&node, who, "CancelTask", params, id)
+                .await;
         }
         let snapshot = {
             let live = self.inner.live.lock().unwrap();

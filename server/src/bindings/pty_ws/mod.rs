@@ -26,6 +26,7 @@ use wire::{
 };
 
 mod connection;
+mod forwarded;
 
 use connection::Connection;
 
@@ -36,8 +37,11 @@ use crate::admission::Admitted;
 use crate::audit;
 use crate::auth::{self, Principal, Scope};
 use crate::clock;
+use crate::cluster::{Owner, forward};
 use crate::limits::SessionSlot;
-use crate::plumbing::{ApiError, AppState, auth_error, header_bearer, refuse_query_token};
+use crate::plumbing::{
+    ApiError, AppState, auth_error, authenticate, header_bearer, refuse_query_token,
+};
 use crate::sessions::host;
 use crate::sessions::{
     self, Command, JoinRequest, Joined, Outbound, Refusal, Replay, SessionHandle, envelope,
@@ -71,7 +75,36 @@ pub async fn attach(
 ) -> Response {
     match check_attach(&state, &sid, &uri, &headers).await {
         Err(e) => e.into_response(),
-        Ok((principal, subprotocol, slot)) => {
+        Ok((principal, subprotocol, _slot, Owner::There { url, .. })) => {
+            // Another node runs the session: its answer to the upgrade is ours.
+            let url = forward::attach_url(&url, &state.instance_id, &sid);
+            let owner =
+                match forward::open(&state.node, &url, subprotocol, &principal, READ_LIMIT_BYTES)
+                    .await
+                {
+                    Ok(owner) => owner,
+                    Err(Some(refused)) => return refused,
+                    Err(None) => return ApiError::node_unreachable().into_response(),
+                };
+            match upgrade {
+                Err(rejection) => rejection.into_response(),
+                Ok(ws) => {
+                    let tracker = state.connections.clone();
+                    ws.protocols([subprotocol])
+                        .read_buffer_size(READ_BUFFER_BYTES)
+                        .max_message_size(READ_LIMIT_BYTES)
+                        .max_frame_size(READ_LIMIT_BYTES)
+                        .on_upgrade(move |socket| {
+                            let held = async move {
+                                forwarded::run(state, socket, owner, sid).await;
+                                drop(admitted);
+                            };
+                            tracker.track_future(held)
+                        })
+                }
+            }
+        }
+        Ok((principal, subprotocol, slot, Owner::Here)) => {
             match upgrade {
                 Err(rejection) => rejection.into_response(),
                 Ok(ws) => {
@@ -111,7 +144,7 @@ async fn check_attach(
     sid: &str,
     uri: &Uri,
     headers: &HeaderMap,
-) -> Result<(Principal, &'static str, SessionSlot), ApiError> {
+) -> Result<(Principal, &'static str, SessionSlot, Owner), ApiError> {
     refuse_query_token(uri.query())?;
     if state.refuse_plain_ws {
         return Err(ApiError::forbidden(
@@ -150,13 +183,17 @@ async fn check_attach(
     let token = header_bearer(headers)
         .map(str::to_owned)
         .or_else(|| auth::bearer_from_subprotocols(offered.iter().copied()));
-    let principal = auth::authenticate(&state.store, token.as_deref())
+    let principal = authenticate(state, headers, token.as_deref())
         .await
         .map_err(auth_error)?;
-    let known = principal.sees_session(sid) && state.sessions.view(sid).await?.is_some();
-    if !known {
+    let view = match principal.sees_session(sid) {
+        true => state.sessions.view(sid).await?,
+        false => None,
+    };
+    let Some(view) = view else {
         return Err(ApiError::not_found(format!("no session {sid}")));
-    }
+    };
+    let owner = state.node.owner(&view.row).await?;
     state
         .limits
         .connection(&principal.token_id)
@@ -165,7 +202,7 @@ async fn check_attach(
         .limits
         .session_slot(sid)
         .map_err(ApiError::rate_limited)?;
-    Ok((principal, subprotocol, slot))
+    Ok((principal, subprotocol, slot, owner))
 }
 
 /// A binding-level frame (not a session frame): hello, goodbye, responses, errors.

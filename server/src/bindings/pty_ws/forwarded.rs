@@ -1,0 +1,67 @@
+//! A pty-ws connection to a session another node runs: relayed to that node as it is
+//! (`cluster::forward`), and ended in this binding's words when that node is lost.
+
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use serde_json::json;
+
+use super::server_frame;
+use crate::cluster::forward::{self, Ended, OwnerSocket};
+use crate::plumbing::AppState;
+use crate::store::FrameBody;
+
+/// Relays the client's socket to the owner's; when the owner's node is lost, waits for a
+/// surviving node to close the session and ends the client's connection with its last
+/// frames, as a session that closed ends it.
+pub async fn run(state: AppState, mut client: WebSocket, mut owner: OwnerSocket, sid: String) {
+    let quiet = state.heartbeat_timeout + state.heartbeat_interval;
+    if forward::relay(&mut client, &mut owner, quiet).await == Ended::OwnerLost {
+        tracing::warn!(session_id = %sid, "lost the node running a forwarded session");
+        let within = state.node.timeout() * 2 + Duration::from_secs(5);
+        finish_lost(client, &state, &sid, within).await;
+    }
+}
+
+/// Waits (up to `within`) until a surviving node has closed the session, then sends its
+/// last frames (the final keyframe and `Closed`, numbered above all the lost node handed
+/// out), a goodbye and a normal close.
+async fn finish_lost(mut client: WebSocket, state: &AppState, sid: &str, within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match state.store.session(sid).await {
+            Ok(Some(row)) if row.state != "running" => break,
+            _ if tokio::time::Instant::now() >= deadline => {
+                let _ = client.send(close(1011, "node_lost")).await;
+                return;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    if let Ok(frames) = state.store.frames_from_last_keyframe(sid).await {
+        for f in frames {
+            if let FrameBody::Envelope { text, .. } = f.body
+                && let Ok(text) = String::from_utf8(text.to_vec())
+                && client.send(Message::Text(text.into())).await.is_err()
+            {
+                return;
+            }
+        }
+    }
+    let goodbye = server_frame(
+        "binding_goodbye",
+        None,
+        None,
+        json!({ "reason": "session_closed" }),
+    );
+    if client.send(Message::Text(goodbye.into())).await.is_ok() {
+        let _ = client.send(close(1000, "session_closed")).await;
+    }
+}
+
+fn close(code: u16, reason: &str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }))
+}

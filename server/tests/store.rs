@@ -1,0 +1,606 @@
+//! The store's semantics, the same on both backends: every test runs on an embedded SQLite
+//! file and on a new PostgreSQL database (`PTYHOST_TEST_POSTGRES_URL`).
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use server::store::*;
+
+/// A store on each backend (the SQLite one in `dir`).
+async fn stores(dir: &tempfile::TempDir) -> Vec<Store> {
+    let mut all = vec![Store::open(None, dir.path()).await.unwrap()];
+    if let Some(url) = common::postgres_database().await {
+        all.push(Store::open(Some(&url), dir.path()).await.unwrap());
+    }
+    all
+}
+
+fn session(id: &str, node: &str, state: &str) -> SessionRow {
+    SessionRow {
+        id: id.into(),
+        instance_id: "local".into(),
+        node_id: node.into(),
+        label: Some("a label".into()),
+        argv: vec!["/bin/sh".into(), "-lc".into(), "cat".into()],
+        cwd: Some("/tmp".into()),
+        env: BTreeMap::from([("K".into(), "v".into())]),
+        backend: "native".into(),
+        class: "direct".into(),
+        cols: 80,
+        rows: 24,
+        state: state.into(),
+        exit_code: None,
+        close_reason: None,
+        last_sequence: 0,
+        replay_floor: 0,
+        sequence_reserved: 64,
+        created_at: 1_700_000_000_000,
+        closed_at: None,
+    }
+}
+
+fn output(sequence: u64, at: i64, data: &[u8]) -> Frame {
+    Frame {
+        sequence,
+        created_at: at,
+        body: FrameBody::Output {
+            envelope_id: format!("id-{sequence}"),
+            data: Bytes::copy_from_slice(data),
+        },
+    }
+}
+
+fn envelope(sequence: u64, at: i64, kind: &str) -> Frame {
+    Frame {
+        sequence,
+        created_at: at,
+        body: FrameBody::Envelope {
+            kind: kind.into(),
+            text: Bytes::from(format!(r#"{{"kind":"{kind}","sequence":{sequence}}}"#)),
+        },
+    }
+}
+
+fn backend(store: &Store) -> String {
+    format!("{:?}", store.backend())
+}
+
+#[tokio::test]
+async fn sessions_round_trip_and_pooled_ones_stay_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(&dir).await {
+        let b = backend(&store);
+        let row = session("s1", "node-a", "running");
+        store.insert_session(&row).await.unwrap();
+        assert_eq!(store.session("s1").await.unwrap(), Some(row.clone()), "{b}");
+        assert_eq!(store.start_size("s1").await.unwrap(), Some((80, 24)), "{b}");
+        store.set_session_size("s1", 120, 40).await.unwrap();
+        let resized = store.session("s1").await.unwrap().unwrap();
+        assert_eq!((resized.cols, resized.rows), (120, 40), "{b}");
+        assert_eq!(store.start_size("s1").await.unwrap(), Some((80, 24)), "{b}");
+
+        store
+            .insert_session(&session("p1", "node-a", "pooled"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.session("p1").await.unwrap(),
+            None,
+            "{b}: pooled is hidden"
+        );
+        let listed: Vec<_> = store.list_sessions("local").await.unwrap();
+        assert_eq!(
+            listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            ["s1"],
+            "{b}"
+        );
+        store
+            .close_session("p1", Some(0), "normal", 3, 5)
+            .await
+            .unwrap();
+        assert!(
+            store.take_pooled("p1", 9).await.unwrap(),
+            "{b}: an ended pooled shell stays pooled"
+        );
+        assert!(
+            !store.take_pooled("p1", 9).await.unwrap(),
+            "{b}: taken once"
+        );
+        store
+            .insert_session(&session("p2", "node-a", "pooled"))
+            .await
+            .unwrap();
+        store
+            .insert_frames("p2", &[output(1, 1, b"x")])
+            .await
+            .unwrap();
+        store.delete_pooled(None).await.unwrap();
+        assert!(!store.take_pooled("p2", 9).await.unwrap(), "{b}: deleted");
+        assert!(
+            store.frames_between("p2", 0, 10).await.unwrap().is_empty(),
+            "{b}"
+        );
+
+        store
+            .insert_session(&session("old", "", "running"))
+            .await
+            .unwrap();
+        store
+            .insert_session(&session("other", "node-b", "running"))
+            .await
+            .unwrap();
+        let mut mine: Vec<_> = (store.running_sessions("node-a").await.unwrap())
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        mine.sort();
+        assert_eq!(
+            mine,
+            ["old", "p1", "s1"],
+            "{b}: this node's, and those from before nodes"
+        );
+
+        store
+            .close_session("s1", Some(3), "normal", 7, 99)
+            .await
+            .unwrap();
+        let closed = store.session("s1").await.unwrap().unwrap();
+        assert_eq!(
+            (
+                closed.state.as_str(),
+                closed.exit_code,
+                closed.last_sequence,
+                closed.closed_at
+            ),
+            ("closed", Some(3), 7, Some(99)),
+            "{b}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn tokens_are_found_by_hash_listed_by_share_link_and_revoked_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(&dir).await {
+        let b = backend(&store);
+        for (id, kind, session) in [("t1", "cli", None), ("t2", "share", Some("s1"))] {
+            store
+                .insert_token(NewToken {
+                    id,
+                    hash: &format!("hash-{id}"),
+                    scope: "pty:observe",
+                    session_id: session,
+                    label: Some("l"),
+                    kind,
+                    created_at: 10,
+                    expires_at: None,
+                })
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            store.token_by_hash("hash-t2").await.unwrap().unwrap().id,
+            "t2",
+            "{b}"
+        );
+        assert_eq!(store.token_by_hash("nope").await.unwrap(), None, "{b}");
+        assert_eq!(store.count_tokens().await.unwrap(), 2, "{b}");
+        let ids = ["t1".to_owned(), "t2".to_owned(), "gone".to_owned()];
+        let mut found: Vec<_> = (store.tokens_by_id(&ids).await.unwrap())
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        found.sort();
+        assert_eq!(found, ["t1", "t2"], "{b}");
+        let links = store.list_tokens(Some(("s1", 0))).await.unwrap();
+        assert_eq!(links.len(), 1, "{b}");
+        assert!(
+            !store.revoke_token("t1", Some("s1"), 20).await.unwrap(),
+            "{b}: not a link of s1"
+        );
+        assert!(
+            store.revoke_token("t2", Some("s1"), 20).await.unwrap(),
+            "{b}"
+        );
+        assert!(
+            !store.revoke_token("t2", None, 21).await.unwrap(),
+            "{b}: revoked once"
+        );
+        let t2 = store.token_by_hash("hash-t2").await.unwrap().unwrap();
+        assert_eq!(t2.revoked_at, Some(20), "{b}");
+        assert!(
+            store.list_tokens(Some(("s1", 0))).await.unwrap().is_empty(),
+            "{b}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_and_keyframe() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(&dir).await {
+        let b = backend(&store);
+        store
+            .insert_session(&session("s", "n", "running"))
+            .await
+            .unwrap();
+        let text = b"cargo build: Compiling some-crate v1.2.3\r\n".repeat(1600);
+        let noise: Vec<u8> = (0..65536).map(|_| rand::random::<u8>()).collect();
+        let frames = vec![
+            envelope(1, 100, "Resize"),
+            output(2, 100, b"a"),
+            output(3, 200, &text),
+            envelope(4, 300, "Keyframe"),
+            output(5, 300, &noise),
+            envelope(6, 400, "Keyframe"),
+            output(7, 500, b"after"),
+        ];
+        let stored = store.insert_frames("s", &frames).await.unwrap();
+        assert!(
+            stored < (text.len() + noise.len()) as u64,
+            "{b}: the text is compressed"
+        );
+        assert!(
+            stored >= noise.len() as u64,
+            "{b}: noise is stored as it is"
+        );
+        assert_eq!(store.session_bytes("s").await.unwrap(), stored, "{b}");
+        assert_eq!(
+            store.frames_between("s", 0, 8).await.unwrap(),
+            frames,
+            "{b}"
+        );
+        assert_eq!(
+            store.session("s").await.unwrap().unwrap().last_sequence,
+            7,
+            "{b}"
+        );
+        let page = store.frames_from("s", 3, 2).await.unwrap();
+        assert_eq!(page, frames[2..4], "{b}");
+        assert_eq!(store.sequence_at("s", 350).await.unwrap(), Some(5), "{b}");
+        assert_eq!(store.sequence_at("s", 50).await.unwrap(), None, "{b}");
+        assert_eq!(store.keyframe_before("s", 5).await.unwrap(), Some(4), "{b}");
+        assert_eq!(store.keyframe_before("s", 3).await.unwrap(), None, "{b}");
+        assert_eq!(
+            store.frames_from_last_keyframe("s").await.unwrap(),
+            frames[5..],
+            "{b}"
+        );
+        let first = store.first_sized_frame("s").await.unwrap().unwrap();
+        assert!(String::from_utf8(first).unwrap().contains("Resize"), "{b}");
+    }
+}
+
+#[tokio::test]
+async fn pruning_drops_a_prefix_and_raises_the_replay_floor_and_reservations_only_grow() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(&dir).await {
+        let b = backend(&store);
+        store
+            .insert_session(&session("s", "n", "running"))
+            .await
+            .unwrap();
+        let frames: Vec<_> = (1..=10)
+            .map(|i| output(i, i as i64 * 10, &[b'x'; 100]))
+            .collect();
+        store.insert_frames("s", &frames).await.unwrap();
+        assert_eq!(
+            store.prune_frames("s", 3, 1_000).await.unwrap(),
+            Some(3),
+            "{b}"
+        );
+        assert_eq!(
+            store.prune_frames("s", 8, 45).await.unwrap(),
+            Some(4),
+            "{b}: bounded by time"
+        );
+        assert_eq!(
+            store.session("s").await.unwrap().unwrap().replay_floor,
+            4,
+            "{b}"
+        );
+        assert_eq!(
+            store.prune_to_bytes("s", 250).await.unwrap(),
+            Some(8),
+            "{b}"
+        );
+        assert_eq!(store.session_bytes("s").await.unwrap(), 200, "{b}");
+        store.raise_replay_floor("s", 2).await.unwrap();
+        assert_eq!(
+            store.session("s").await.unwrap().unwrap().replay_floor,
+            8,
+            "{b}: never lowered"
+        );
+        store.reserve_sequences("s", 500).await.unwrap();
+        store.reserve_sequences("s", 100).await.unwrap();
+        assert_eq!(
+            store.session("s").await.unwrap().unwrap().sequence_reserved,
+            500,
+            "{b}"
+        );
+
+        store
+            .close_session("s", None, "normal", 10, 1_000)
+            .await
+            .unwrap();
+        store
+            .put_task("t", "s", "TASK_STATE_COMPLETED", 5, "{}")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.closed_with_history(None, 10).await.unwrap(),
+            ["s"],
+            "{b}"
+        );
+        assert!(
+            store
+                .closed_with_history(Some(1_000), 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{b}"
+        );
+        store.drop_history("s").await.unwrap();
+        assert!(
+            store
+                .closed_with_history(None, 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{b}"
+        );
+        assert_eq!(store.task("t").await.unwrap(), None, "{b}");
+        assert!(store.bytes_in_use().await.unwrap() > 0, "{b}");
+    }
+}
+
+#[tokio::test]
+async fn tasks_are_replaced_filtered_paged_and_found_unfinished_by_context_and_node() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(&dir).await {
+        let b = backend(&store);
+        store
+            .insert_session(&session("here", "node-a", "running"))
+            .await
+            .unwrap();
+        store
+            .insert_session(&session("there", "node-b", "running"))
+            .await
+            .unwrap();
+        let put = |id: &'static str, ctx: &'static str, state: &'static str, at: i64| {
+            let store = store.clone();
+            async move {
+                let json = format!(r#"{{"id":"{id}","state":"{state}"}}"#);
+                store.put_task(id, ctx, state, at, &json).await.unwrap();
+            }
+        };
+        put("t1", "here", "TASK_STATE_WORKING", 10).await;
+        put("t2", "there", "TASK_STATE_WORKING", 20).await;
+        put("t3", "here", "TASK_STATE_COMPLETED", 30).await;
+        put("t4", "nowhere", "TASK_STATE_SUBMITTED", 40).await;
+        put("t1", "here", "TASK_STATE_FAILED", 50).await;
+        assert!(
+            store.task("t1").await.unwrap().unwrap().contains("FAILED"),
+            "{b}: replaced"
+        );
+
+        let all = TaskFilter {
+            limit: 2,
+            ..TaskFilter::default()
+        };
+        let (page, total) = store.list_tasks(&all).await.unwrap();
+        assert_eq!(total, 4, "{b}");
+        let ids: Vec<_> = page.iter().map(|(_, id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["t1", "t4"], "{b}: newest status first");
+        let (at, id, _) = &page[1];
+        let next = TaskFilter {
+            after: Some((*at, id)),
+            limit: 10,
+            ..TaskFilter::default()
+        };
+        let ids: Vec<_> = (store.list_tasks(&next).await.unwrap().0)
+            .into_iter()
+            .map(|(_, id, _)| id)
+            .collect();
+        assert_eq!(ids, ["t3", "t2"], "{b}");
+        let here = TaskFilter {
+            context_id: Some("here"),
+            state: Some("TASK_STATE_COMPLETED"),
+            status_after_ms: Some(25),
+            limit: 10,
+            ..TaskFilter::default()
+        };
+        assert_eq!(store.list_tasks(&here).await.unwrap().1, 1, "{b}");
+
+        let unfinished = |of| {
+            let store = store.clone();
+            async move {
+                let mut ids: Vec<String> = (store.unfinished_tasks(of).await.unwrap())
+                    .iter()
+                    .map(|j| {
+                        serde_json::from_str::<serde_json::Value>(j).unwrap()["id"].to_string()
+                    })
+                    .collect();
+                ids.sort();
+                ids
+            }
+        };
+        assert_eq!(
+            unfinished(TasksOf::Context("there")).await,
+            [r#""t2""#],
+            "{b}"
+        );
+        assert_eq!(
+            unfinished(TasksOf::Node("node-a")).await,
+            [r#""t4""#],
+            "{b}: in no session"
+        );
+        assert_eq!(
+            unfinished(TasksOf::Node("node-b")).await,
+            [r#""t2""#, r#""t4""#],
+            "{b}"
+        );
+
+        for (id, at) in [("c1", 1), ("c2", 2), ("c3", 3)] {
+            let config = PushConfigRow {
+                task_id: "t2".into(),
+                id: id.into(),
+                version: "1.0".into(),
+                config: "{}".into(),
+                created_at: at,
+            };
+            store.put_push_config(&config).await.unwrap();
+        }
+        let after: Vec<_> = (store.push_configs("t2", Some("c1"), 10).await.unwrap())
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(after, ["c2", "c3"], "{b}");
+        assert_eq!(
+            store.push_configs("t2", None, 1).await.unwrap().len(),
+            1,
+            "{b}"
+        );
+        assert!(store.delete_push_config("t2", "c2").await.unwrap(), "{b}");
+        assert!(!store.delete_push_config("t2", "c2").await.unwrap(), "{b}");
+        assert_eq!(store.push_config("t2", "c2").await.unwrap(), None, "{b}");
+    }
+}
+
+#[tokio::test]
+async fn audit_and_a202_streams_append_and_read_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(&dir).await {
+        let b = backend(&store);
+        for (i, session) in [(1, Some("s1")), (2, None), (3, Some("s1"))] {
+            let row = AuditRow {
+                at: i,
+                event: format!("e{i}"),
+                session_id: session.map(str::to_owned),
+                token_id: Some("t".into()),
+                client_id: None,
+                detail: "{}".into(),
+            };
+            store.insert_audit(&row).await.unwrap();
+        }
+        let events: Vec<_> = (store.audit(Some("s1"), 10).await.unwrap())
+            .into_iter()
+            .map(|r| r.event)
+            .collect();
+        assert_eq!(events, ["e3", "e1"], "{b}: newest first");
+        assert_eq!(store.audit(None, 2).await.unwrap().len(), 2, "{b}");
+
+        let object = |sequence, object_id: &str| CommerceRow {
+            transaction_id: "tx".into(),
+            sequence,
+            object_id: object_id.into(),
+            version: 1,
+            object_type: "Offer".into(),
+            content_hash: format!("hash-{object_id}"),
+            canonical: vec![0, 159, 255],
+            carrier: "https".into(),
+            received_at: "2026-12-01T00:00:00Z".into(),
+        };
+        store
+            .a202_append(&[object(1, "o1"), object(2, "o2")])
+            .await
+            .unwrap();
+        assert_eq!(store.a202_sequence("tx").await.unwrap(), 2, "{b}");
+        assert_eq!(store.a202_sequence("none").await.unwrap(), 0, "{b}");
+        assert_eq!(
+            store.a202_find("o2", 1).await.unwrap(),
+            Some((2, "hash-o2".into())),
+            "{b}"
+        );
+        let stream = store.a202_stream("tx").await.unwrap();
+        assert_eq!(stream, [object(1, "o1"), object(2, "o2")], "{b}");
+        assert!(
+            store.a202_append(&[object(3, "o1")]).await.is_err(),
+            "{b}: an id and version once"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(&dir).await {
+        let b = backend(&store);
+        store.node_started("a", "http://a", 1_000).await.unwrap();
+        store.node_started("b", "http://b", 1_000).await.unwrap();
+        store.node_seen("b", 9_000).await.unwrap();
+        store
+            .insert_session(&session("sa", "a", "running"))
+            .await
+            .unwrap();
+        store
+            .insert_session(&session("sb", "b", "running"))
+            .await
+            .unwrap();
+        let nodes = store.nodes().await.unwrap();
+        let seen: Vec<_> = nodes
+            .iter()
+            .map(|n| (n.id.as_str(), n.last_seen, n.sessions))
+            .collect();
+        assert_eq!(seen, [("a", 1_000, 1), ("b", 9_000, 1)], "{b}");
+
+        let dead = store.sessions_of_dead_nodes("b", 5_000).await.unwrap();
+        assert_eq!(
+            dead.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            ["sa"],
+            "{b}"
+        );
+        assert!(
+            store
+                .sessions_of_dead_nodes("a", 5_000)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{b}"
+        );
+        let last = [
+            envelope(65, 9_000, "Keyframe"),
+            envelope(66, 9_000, "Closed"),
+        ];
+        assert!(
+            store
+                .close_abandoned("sa", &last, "node_lost", 9_000)
+                .await
+                .unwrap(),
+            "{b}"
+        );
+        assert!(
+            !store
+                .close_abandoned("sa", &last, "node_lost", 9_001)
+                .await
+                .unwrap(),
+            "{b}"
+        );
+        let sa = store.session("sa").await.unwrap().unwrap();
+        assert_eq!(
+            (sa.state.as_str(), sa.close_reason.as_deref()),
+            ("closed", Some("node_lost")),
+            "{b}"
+        );
+        assert_eq!(sa.last_sequence, 66, "{b}");
+        assert_eq!(
+            store.frames_from_last_keyframe("sa").await.unwrap(),
+            last,
+            "{b}"
+        );
+        assert_eq!(store.node("a").await.unwrap().unwrap().sessions, 0, "{b}");
+
+        assert_eq!(
+            store.cluster_value("k", "first").await.unwrap(),
+            "first",
+            "{b}"
+        );
+        assert_eq!(
+            store.cluster_value("k", "second").await.unwrap(),
+            "first",
+            "{b}"
+        );
+    }
+}
