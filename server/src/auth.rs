@@ -128,23 +128,27 @@ pub async fn issue(store: &Store, req: TokenRequest<'_>) -> Result<Issued> {
     })
 }
 
-/// Ensures an admin token with exactly this value exists (`--bootstrap-token`).
+/// Ensures an admin token with exactly this value exists (`--bootstrap-token`), also when
+/// several nodes of a cluster start with it at once.
 pub async fn ensure_bootstrap(store: &Store, secret: &str) -> Result<()> {
-    if store.token_by_hash(&hash(secret)).await?.is_none() {
-        issue(
-            store,
-            TokenRequest {
-                scope: Scope::Admin,
-                session_id: None,
-                label: Some("bootstrap"),
-                ttl: None,
-                kind: "bootstrap",
-                secret: Some(secret),
-            },
-        )
-        .await?;
+    let exists = || async { anyhow::Ok(store.token_by_hash(&hash(secret)).await?.is_some()) };
+    if exists().await? {
+        return Ok(());
     }
-    Ok(())
+    let request = TokenRequest {
+        scope: Scope::Admin,
+        session_id: None,
+        label: Some("bootstrap"),
+        ttl: None,
+        kind: "bootstrap",
+        secret: Some(secret),
+    };
+    match issue(store, request).await {
+        Ok(_) => Ok(()),
+        // Another node made it between the two statements.
+        Err(_) if exists().await? => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 tokio::task_local! {

@@ -13,12 +13,11 @@ use serde_json::{Value, json};
 const NODE_TIMEOUT: &str = "2";
 
 /// `n` nodes (`node-a`, `node-b`, …) on one new database, or none without PostgreSQL.
+/// They start together: the first migrates the empty database while the others wait on
+/// its lock.
 async fn cluster(n: usize) -> Option<(String, Vec<TestServer>)> {
     let db = postgres_database().await?;
-    let mut nodes = Vec::new();
-    for i in 0..n {
-        nodes.push(node(&db, i).await);
-    }
+    let nodes = futures_util::future::join_all((0..n).map(|i| node(&db, i))).await;
     Some((db, nodes))
 }
 
@@ -461,6 +460,43 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         .collect();
     assert!(streamed.contains("streamed-42"), "{events:?}");
 
+    // A task sent through B, followed on its node A and through C: the same events in the
+    // same order.
+    let (_, ticking) = rest(
+        &c[1],
+        "POST",
+        "/message:send",
+        json!({ "message": message("m-tick", Some(&sid),
+                    "sleep 0.5; for i in 1 2 3; do echo tick-$i; sleep 0.2; done"),
+                "configuration": { "returnImmediately": true } }),
+    )
+    .await;
+    let ticking = ticking["task"]["id"].as_str().unwrap().to_owned();
+    let (on_a, via_c) = tokio::join!(
+        rpc_stream(&c[0], "SubscribeToTask", json!({ "id": ticking })),
+        rpc_stream(&c[2], "SubscribeToTask", json!({ "id": ticking })),
+    );
+    let after_snapshot = |events: &[Value]| -> Vec<Value> {
+        events
+            .iter()
+            .filter(|e| {
+                e.get("artifactUpdate").is_some()
+                    || e["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            })
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        after_snapshot(&on_a),
+        after_snapshot(&via_c),
+        "{on_a:?}\n{via_c:?}"
+    );
+    let ticks: String = after_snapshot(&via_c)
+        .iter()
+        .filter_map(|e| e["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert!(ticks.contains("tick-3"), "{via_c:?}");
+
     // A long task sent through B, subscribed to through C, canceled through B.
     let (_, long) = rest(
         &c[1],
@@ -520,9 +556,157 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
     let (_, got) = rest(&c[2], "GET", &format!("/tasks/{task_id}"), json!({})).await;
     assert_eq!(got["status"]["state"], "TASK_STATE_CANCELED");
     let (_, listed) = rest(&c[1], "GET", &format!("/tasks?contextId={sid}"), json!({})).await;
-    assert_eq!(listed["tasks"].as_array().unwrap().len(), 4, "{listed}");
+    assert_eq!(listed["tasks"].as_array().unwrap().len(), 5, "{listed}");
 
     // A task nobody has is not found wherever it is asked for.
     let missing = rpc(&c[1], "CancelTask", json!({ "id": "no-such-task" })).await;
     assert_eq!(missing["error"]["code"], -32001, "{missing}");
+}
+
+/// `scripts/postgres.sh COMMAND DIR`; its output.
+fn postgres_sh(command: &str, dir: &std::path::Path) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/postgres.sh");
+    let out = std::process::Command::new(script)
+        .args([command, dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "postgres.sh {command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+async fn readyz(server: &TestServer) -> u16 {
+    let url = format!("http://{}/readyz", server.addr);
+    match server
+        .http
+        .get(url)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+    {
+        Ok(r) => r.status().as_u16(),
+        Err(_) => 0,
+    }
+}
+
+async fn wait_ready(nodes: &[&TestServer], status: u16, within: Duration) {
+    tokio::time::timeout(within, async {
+        loop {
+            let mut all = true;
+            for n in nodes {
+                all &= readyz(n).await == status;
+            }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("every node's /readyz answers {status}"));
+}
+
+#[tokio::test]
+async fn postgresql_stopped_under_load_turns_readyz_red_then_green_and_loses_nothing_acknowledged()
+{
+    if postgres_database().await.is_none() {
+        return;
+    }
+    // A PostgreSQL of this test's own, to stop and start.
+    let pg = OwnPostgres(tempfile::tempdir().unwrap());
+    let db = postgres_sh("start", pg.path());
+    let (a, b) = tokio::join!(node(&db, 0), node(&db, 1));
+    let (_, acked) = rest(
+        &a,
+        "POST",
+        "/message:send",
+        json!({ "message": message("m-acked", None, "echo acked-$((1+1))") }),
+    )
+    .await;
+    assert_eq!(
+        acked["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{acked}"
+    );
+    let acked = acked["task"]["id"].as_str().unwrap().to_owned();
+    let sid = a
+        .command_session("i=0; while :; do i=$((i+1)); echo tick-$i; sleep 0.02; done")
+        .await;
+    let mut direct = a.attach(&sid, ADMIN).await;
+    direct.join("observer").await;
+    let mut via_b = b.attach(&sid, ADMIN).await;
+    via_b.join("observer").await;
+
+    postgres_sh("stop", pg.path());
+    wait_ready(&[&a, &b], 503, Duration::from_secs(10)).await;
+    // Longer than the node timeout: no node may take the other for dead afterwards.
+    let outage = std::time::Instant::now();
+    let mut seen = Vec::new();
+    while outage.elapsed() < Duration::from_secs(4) {
+        let f = direct.next().await;
+        if kind(&f) == "Output" {
+            seen.push(seq(&f));
+        }
+    }
+    let forwarded = via_b.output_until("tick-").await;
+    assert!(
+        !forwarded.is_empty(),
+        "output reaches the client through B while the database is away"
+    );
+    assert!(
+        seen.len() > 50,
+        "output kept flowing to the viewer: {} frames",
+        seen.len()
+    );
+    postgres_sh("start", pg.path());
+    wait_ready(&[&a, &b], 200, Duration::from_secs(20)).await;
+
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        b.session(&sid).await["state"],
+        "running",
+        "no live node is taken for dead"
+    );
+    let (_, task) = rest(&b, "GET", &format!("/tasks/{acked}"), json!({})).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert!(artifact_text(&task).contains("acked-2"), "{task}");
+    // Every frame the viewer saw while the database was away is in the history.
+    let mut replay = b.attach(&sid, ADMIN).await;
+    replay
+        .send_env(
+            "pty.join_session",
+            json!({ "role": "observer" }),
+            json!({ "replay_from": seen[0] - 1 }),
+        )
+        .await;
+    let last = *seen.last().unwrap();
+    let mut replayed = Vec::new();
+    while replayed.last().is_none_or(|s| *s < last) {
+        let f = replay.next().await;
+        if kind(&f) == "Output" {
+            replayed.push(seq(&f));
+        }
+    }
+    let replayed: Vec<u64> = replayed.into_iter().filter(|s| *s <= last).collect();
+    assert_eq!(
+        replayed, seen,
+        "the replay holds every frame seen during the outage"
+    );
+}
+
+/// A PostgreSQL in a temp dir, removed (stopped first) however the test ends.
+struct OwnPostgres(tempfile::TempDir);
+
+impl OwnPostgres {
+    fn path(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl Drop for OwnPostgres {
+    fn drop(&mut self) {
+        postgres_sh("remove", self.path());
+    }
 }

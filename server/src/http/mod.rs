@@ -203,7 +203,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
     if state.store.refusing_writes() {
         return (StatusCode::SERVICE_UNAVAILABLE, "the store refuses writes").into_response();
     }
-    match state.store.ping().await {
+    let ping = tokio::time::timeout(std::time::Duration::from_secs(2), state.store.ping());
+    match ping
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within 2 s")))
+    {
         Ok(()) => "ready".into_response(),
         Err(e) => {
             tracing::error!(error = %e, "store not ready");

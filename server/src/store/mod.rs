@@ -146,6 +146,9 @@ impl Store {
                 Backend::Sqlite => 4,
                 Backend::Postgres => 16,
             })
+            // A database that went away fails a query in seconds (and `/readyz` with it),
+            // not after sqlx's default half minute.
+            .acquire_timeout(Duration::from_secs(5))
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
