@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL for the tests, as an unprivileged user (initdb refuses root) on a
-# loopback port:
+# A throwaway PostgreSQL for the tests and benchmarks (Debian's, installed when missing), as
+# an unprivileged user (initdb refuses root) on a loopback port:
 #   start DIR   initialises a cluster in DIR on a free port (the first time), starts it and
 #               prints its URL
 #   stop DIR    stops it, keeping DIR (start brings it back on the same port)
 #   remove DIR  stops it and removes DIR
 set -euo pipefail
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || {
+  apt-get update >&2
+  apt-get install -y --no-install-recommends postgresql >&2
+}
 bin=$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1)")
 dir=${2:?usage: postgres.sh start|stop|remove DIR}
 as() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }

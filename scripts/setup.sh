@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, only when missing, what building ptyhost needs: the wasm32 target (the front
 # end's own npm tools, pinned in frontend/package-lock.json, are installed by
-# `cargo xtask build`). With --e2e also Debian's Chromium and PostgreSQL, the Playwright package and the
+# `cargo xtask build`). With --e2e also Debian's Chromium, the Playwright package and the
 # Python a2a-sdk client for the end-to-end tests. Safe to run again and again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,11 +12,6 @@ if [ "${1:-}" = "--e2e" ]; then
   command -v chromium >/dev/null || {
     apt-get update
     apt-get install -y --no-install-recommends chromium
-  }
-  # PostgreSQL for the cluster tests (scripts/postgres.sh starts a throwaway one).
-  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || {
-    apt-get update
-    apt-get install -y --no-install-recommends postgresql
   }
   (cd end2end && npm ci --no-audit --no-fund)
   # The official Python A2A client, in a virtualenv outside the clone.

@@ -1,7 +1,8 @@
 //! GetTask and SendMessage(returnImmediately) requests per second on ptyhost against the
 //! same operations on a2a-sdk's own Python server with a trivial agent, side by side in one
 //! run, over HTTP+JSON 1.0; one summary line per figure, with the ratio. Then the same two
-//! operations on ptyhost over gRPC, beside its HTTP+JSON figures.
+//! operations on ptyhost over gRPC, beside its HTTP+JSON figures, and with
+//! `PTYHOST_BENCH_POSTGRES_URL` on PostgreSQL, beside SQLite.
 //!
 //!     scripts/bench-a2a.sh            (installs the Python side, builds, runs this)
 //!     cargo run --release -p server --example a2a_bench -- PYTHON [PTYHOST_BIN] [SECS] [CONCURRENCY]
@@ -192,8 +193,8 @@ async fn grpc_rate(base: &str, op: Op, secs: f64, concurrency: usize) -> anyhow:
     Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
 }
 
-async fn start_ptyhost(bin: &Path, dir: &Path) -> anyhow::Result<Target> {
-    let flags = ["--executor", "conformance"];
+async fn start_ptyhost(bin: &Path, dir: &Path, store: &[&str]) -> anyhow::Result<Target> {
+    let flags = [&["--executor", "conformance"], store].concat();
     let (child, addr) = common::start_server(bin, dir, TOKEN, &flags).await?;
     Ok(Target {
         name: "ptyhost",
@@ -223,7 +224,7 @@ async fn main() -> anyhow::Result<()> {
     let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5.0);
     let concurrency: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(16);
     let dir = tempfile::tempdir()?;
-    let ptyhost = Arc::new(start_ptyhost(&bin, dir.path()).await?);
+    let ptyhost = Arc::new(start_ptyhost(&bin, dir.path(), &[]).await?);
     let sdk = Arc::new(start_sdk(&python).await?);
     println!("# {secs} s per figure, {concurrency} concurrent clients, HTTP+JSON 1.0, one machine");
     for (label, op) in [
@@ -247,6 +248,24 @@ async fn main() -> anyhow::Result<()> {
             "ptyhost {label} req/s: gRPC {grpc:.0}, HTTP+JSON {http:.0}, ratio {:.2}",
             grpc / http
         );
+    }
+    // The same on a cluster's store, beside the embedded one.
+    if let Ok(admin) = std::env::var("PTYHOST_BENCH_POSTGRES_URL") {
+        let db = common::new_database(&admin).await?;
+        let pg_dir = tempfile::tempdir()?;
+        let store = ["--database-url", db.as_str()];
+        let pg = Arc::new(start_ptyhost(&bin, pg_dir.path(), &store).await?);
+        for (label, op) in [
+            ("GetTask", Op::GetTask),
+            ("SendMessage(returnImmediately)", Op::SendMessage),
+        ] {
+            let sqlite = rate(&ptyhost, op, secs, concurrency).await?;
+            let postgres = rate(&pg, op, secs, concurrency).await?;
+            println!(
+                "ptyhost {label} req/s: PostgreSQL {postgres:.0}, SQLite {sqlite:.0}, ratio {:.2}",
+                postgres / sqlite
+            );
+        }
     }
     println!(
         "RSS after the run MiB: ptyhost {:.1}, a2a-sdk {:.1}",

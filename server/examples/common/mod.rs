@@ -47,6 +47,18 @@ pub async fn observe(
     replay_from: Option<u64>,
     subprotocol: &str,
 ) -> anyhow::Result<Ws> {
+    join(addr, sid, token, "observer", replay_from, subprotocol).await
+}
+
+/// A client of session `sid` on `addr` joined in `role`, as `observe` joins.
+pub async fn join(
+    addr: &str,
+    sid: &str,
+    token: &str,
+    role: &str,
+    replay_from: Option<u64>,
+    subprotocol: &str,
+) -> anyhow::Result<Ws> {
     let mut req = format!("ws://{addr}/sessions/{sid}/attach").into_client_request()?;
     req.headers_mut()
         .insert("Authorization", format!("Bearer {token}").parse()?);
@@ -54,7 +66,7 @@ pub async fn observe(
         .insert("Sec-WebSocket-Protocol", subprotocol.parse()?);
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
     let mut join = json!({ "op": "pty.join_session", "id": "j", "ts": "2026-12-01T00:00:00Z",
-        "payload": { "role": "observer" } });
+        "payload": { "role": role } });
     if let Some(from) = replay_from {
         join["replay_from"] = json!(from);
     }
@@ -131,4 +143,19 @@ pub async fn start_sdk(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     Ok((child, base))
+}
+
+/// A new database on the PostgreSQL at `admin`, as a URL.
+pub async fn new_database(admin: &str) -> anyhow::Result<String> {
+    let name = format!("bench_{}", uuid::Uuid::now_v7().simple());
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(admin).await?;
+    sqlx::Executor::execute(
+        &mut conn,
+        sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")),
+    )
+    .await?;
+    let (base, _) = admin
+        .rsplit_once('/')
+        .ok_or_else(|| anyhow::anyhow!("no database in {admin}"))?;
+    Ok(format!("{base}/{name}"))
 }

@@ -7,7 +7,7 @@ use axum::extract::ws;
 use axum::http::{HeaderMap, HeaderValue};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use futures_util::{Sink, SinkExt, Stream, StreamExt};
+use futures_util::{FutureExt, Sink, SinkExt, Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use tokio_tungstenite::tungstenite::{self, Message};
 
@@ -172,11 +172,17 @@ where
                     return Ended::ClientLost;
                 }
             },
-            m = owner.next() => match m {
-                Some(Ok(m)) => {
-                    let Some(m) = client_message(m) else { continue };
+            m = owner.next() => {
+                // What the owner has sent already goes on in one write.
+                let mut next = m;
+                loop {
+                    let m = match next {
+                        Some(Ok(m)) => m,
+                        _ => return Ended::OwnerLost,
+                    };
+                    let Some(m) = client_message(m) else { break };
                     let close = matches!(m, ws::Message::Close(_));
-                    if client.send(m).await.is_err() {
+                    if client.feed(m).await.is_err() {
                         let _ = owner.send(Message::Close(None)).await;
                         return Ended::ClientLost;
                     }
@@ -184,9 +190,16 @@ where
                         let _ = client.close().await;
                         return Ended::Closed;
                     }
+                    match owner.next().now_or_never() {
+                        Some(ready) => next = ready,
+                        None => break,
+                    }
                 }
-                _ => return Ended::OwnerLost,
-            },
+                if client.flush().await.is_err() {
+                    let _ = owner.send(Message::Close(None)).await;
+                    return Ended::ClientLost;
+                }
+            }
         }
     }
 }
