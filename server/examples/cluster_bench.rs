@@ -17,6 +17,8 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
+use common::stats::{median, percentiles, spread, us};
+
 const TOKEN: &str = "bench-admin-token";
 const ECHO_ROUNDS: usize = 10;
 const ECHOES_PER_ROUND: usize = 200;
@@ -106,8 +108,8 @@ async fn main() -> anyhow::Result<()> {
         "flood ({flood_mib} MiB to one binary viewer, median of {FLOOD_ROUNDS} rounds): {}; forwarded/direct {:.2} ({:.2}..{:.2})",
         line.collect::<Vec<_>>().join(", "),
         median(&mut ratios.clone()),
-        ratios.iter().copied().fold(f64::MAX, f64::min),
-        ratios.iter().copied().fold(f64::MIN, f64::max),
+        spread(&ratios).0,
+        spread(&ratios).1,
     );
 
     // Losing a node: its sessions closed by the survivor after --node-timeout (15 s).
@@ -208,19 +210,4 @@ async fn drain(mut ws: common::Ws) -> anyhow::Result<f64> {
     }
     let first = first.ok_or_else(|| anyhow::anyhow!("no output"))?;
     Ok(bytes as f64 / (last - first).as_secs_f64())
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
-fn percentiles(times: &mut [Duration]) -> (Duration, Duration) {
-    times.sort();
-    let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
-    (at(0.50), at(0.99))
 }

@@ -27,6 +27,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use common::proc::rss_mib;
 use common::start_server;
+use common::stats::{median, percentiles, spread, us};
 
 const TOKEN: &str = "bench-admin-token";
 const ECHO_ROUNDS: usize = 500;
@@ -271,27 +272,6 @@ async fn main() -> anyhow::Result<()> {
     terminate(child.id().unwrap_or(0) as i32);
     child.wait().await?;
     Ok(())
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn spread(values: &[f64]) -> (f64, f64) {
-    values
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)))
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
-fn percentiles(times: &mut [Duration]) -> (Duration, Duration) {
-    times.sort();
-    let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
-    (at(0.50), at(0.99))
 }
 
 fn spec(argv: &[&str]) -> SessionSpec {

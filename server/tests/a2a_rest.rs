@@ -8,26 +8,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::{Value, json};
 
-/// Calls an A2A 1.0 route at the default instance with version and media headers.
-async fn a2a(
-    s: &TestServer,
-    method: &str,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let url = format!("http://{}{path}", s.addr);
-    let req = match method {
-        "GET" => s.http.get(url),
-        _ => s
-            .http
-            .post(url)
-            .header("Content-Type", "application/a2a+json")
-            .body(body.unwrap_or(json!({})).to_string()),
-    };
-    s.call(req.header("A2A-Version", "1.0"), token).await
-}
-
 fn send(text: &str) -> Value {
     json!({ "message": { "messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{ "text": text }] } })
 }
@@ -119,14 +99,14 @@ fn assert_status(body: &Value, code: u16, status: &str, reason: &str) {
 #[tokio::test]
 async fn send_message_runs_the_command_and_completes_on_exit_zero_with_its_output() {
     let s = TestServer::start(&[]).await;
-    let (status, body) = a2a(
-        &s,
-        "POST",
-        "/message:send",
-        ADMIN,
-        Some(send("printf 'one\\ntwo\\n'")),
-    )
-    .await;
+    let (status, body) = s
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(send("printf 'one\\ntwo\\n'")),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     let task = &body["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
@@ -187,7 +167,7 @@ async fn concurrent_subscribers_see_the_same_events_in_the_same_order() {
     let s = TestServer::start(&[]).await;
     let mut req = send("sleep 0.5; for i in 1 2 3; do echo line-$i; sleep 0.1; done");
     req["configuration"] = json!({ "returnImmediately": true });
-    let (_, body) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    let (_, body) = s.a2a("POST", "/message:send", ADMIN, Some(req)).await;
     let id = body["task"]["id"].as_str().unwrap().to_owned();
     let path = format!("/tasks/{id}:subscribe");
     let (a, b) = tokio::join!(
@@ -213,7 +193,7 @@ async fn concurrent_subscribers_see_the_same_events_in_the_same_order() {
     );
     assert!(text.ends_with("line-3\r\n"), "{text:?}");
     // A finished task has nothing to subscribe to.
-    let (status, err) = a2a(&s, "POST", &path, ADMIN, None).await;
+    let (status, err) = s.a2a("POST", &path, ADMIN, None).await;
     assert_eq!(status, 400);
     assert_status(&err, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION");
 }
@@ -221,14 +201,14 @@ async fn concurrent_subscribers_see_the_same_events_in_the_same_order() {
 #[tokio::test]
 async fn a_command_waiting_for_the_terminal_asks_for_input_and_the_answer_is_typed() {
     let s = TestServer::start(&[]).await;
-    let (_, asked) = a2a(
-        &s,
-        "POST",
-        "/message:send",
-        ADMIN,
-        Some(send("read -p 'Name? ' x; echo hello $x")),
-    )
-    .await;
+    let (_, asked) = s
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(send("read -p 'Name? ' x; echo hello $x")),
+        )
+        .await;
     let task = &asked["task"];
     assert_eq!(
         task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
@@ -239,12 +219,16 @@ async fn a_command_waiting_for_the_terminal_asks_for_input_and_the_answer_is_typ
 
     // Only a waiting task takes an answer; a foreign contextId is refused.
     let mut wrong = json!({ "message": { "messageId": "a0", "role": "ROLE_USER", "taskId": id, "contextId": "other", "parts": [{ "text": "x" }] } });
-    let (status, _) = a2a(&s, "POST", "/message:send", ADMIN, Some(wrong.clone())).await;
+    let (status, _) = s
+        .a2a("POST", "/message:send", ADMIN, Some(wrong.clone()))
+        .await;
     assert_eq!(status, 400);
     wrong["message"]["contextId"] = task["contextId"].clone();
     wrong["message"]["parts"][0]["text"] = json!("Ada");
     wrong["message"]["messageId"] = json!("a1");
-    let (_, answered) = a2a(&s, "POST", "/message:send", ADMIN, Some(wrong.clone())).await;
+    let (_, answered) = s
+        .a2a("POST", "/message:send", ADMIN, Some(wrong.clone()))
+        .await;
     let done = &answered["task"];
     assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
     assert!(output(done).ends_with("hello Ada\r\n"), "{}", output(done));
@@ -257,7 +241,7 @@ async fn a_command_waiting_for_the_terminal_asks_for_input_and_the_answer_is_typ
     assert_eq!(history.len(), 2);
     assert_eq!(history[1], "a1");
     wrong["message"]["messageId"] = json!("a2");
-    let (status, err) = a2a(&s, "POST", "/message:send", ADMIN, Some(wrong)).await;
+    let (status, err) = s.a2a("POST", "/message:send", ADMIN, Some(wrong)).await;
     assert_eq!(status, 400);
     assert_status(&err, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION");
 }
@@ -265,36 +249,38 @@ async fn a_command_waiting_for_the_terminal_asks_for_input_and_the_answer_is_typ
 #[tokio::test]
 async fn a_task_waiting_for_input_can_be_canceled() {
     let s = TestServer::start(&[]).await;
-    let (_, asked) = a2a(
-        &s,
-        "POST",
-        "/message:send",
-        ADMIN,
-        Some(send("read -p 'Continue? ' x")),
-    )
-    .await;
+    let (_, asked) = s
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(send("read -p 'Continue? ' x")),
+        )
+        .await;
     assert_eq!(
         asked["task"]["status"]["state"],
         "TASK_STATE_INPUT_REQUIRED"
     );
     let id = asked["task"]["id"].as_str().unwrap();
-    let (_, canceled) = a2a(&s, "POST", &format!("/tasks/{id}:cancel"), ADMIN, None).await;
+    let (_, canceled) = s
+        .a2a("POST", &format!("/tasks/{id}:cancel"), ADMIN, None)
+        .await;
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
 }
 
 #[tokio::test]
 async fn a_non_zero_exit_fails_the_task_with_the_exit_code() {
     let s = TestServer::start(&[]).await;
-    let (_, body) = a2a(
-        &s,
-        "POST",
-        "/message:send",
-        ADMIN,
-        Some(send(
-            "echo boom >&2; exit_three() { return 3; }; exit_three",
-        )),
-    )
-    .await;
+    let (_, body) = s
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(send(
+                "echo boom >&2; exit_three() { return 3; }; exit_three",
+            )),
+        )
+        .await;
     let task = &body["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED");
     assert_eq!(task["metadata"]["exit_code"], 3);
@@ -306,20 +292,20 @@ async fn a_non_zero_exit_fails_the_task_with_the_exit_code() {
 #[tokio::test]
 async fn tasks_in_one_context_share_the_shell_and_everyone_watching_sees_them_run() {
     let s = TestServer::start(&[]).await;
-    let (_, first) = a2a(
-        &s,
-        "POST",
-        "/message:send",
-        ADMIN,
-        Some(send("cd /tmp && export MARK=kept")),
-    )
-    .await;
+    let (_, first) = s
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(send("cd /tmp && export MARK=kept")),
+        )
+        .await;
     let sid = first["task"]["contextId"].as_str().unwrap().to_owned();
     let mut watcher = s.attach(&sid, ADMIN).await;
     watcher.join("observer").await;
     let mut req = send("echo $PWD $MARK");
     req["message"]["contextId"] = json!(sid);
-    let (_, second) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    let (_, second) = s.a2a("POST", "/message:send", ADMIN, Some(req)).await;
     assert_eq!(second["task"]["contextId"], sid.as_str());
     assert_eq!(output(&second["task"]), "/tmp kept\r\n");
     watcher.output_until("/tmp kept").await;
@@ -331,7 +317,7 @@ async fn data_parts_run_argv_with_cwd_and_env() {
     let req = json!({ "message": { "messageId": "d1", "role": "ROLE_USER", "parts": [{
         "data": { "argv": ["sh", "-c", "echo \"$PWD:$GREETING\""], "cwd": "/tmp", "env": { "GREETING": "hi there" } },
         "mediaType": "application/json" }] } });
-    let (_, body) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    let (_, body) = s.a2a("POST", "/message:send", ADMIN, Some(req)).await;
     assert_eq!(output(&body["task"]), "/tmp:hi there\r\n");
 }
 
@@ -341,7 +327,7 @@ async fn return_immediately_answers_before_the_command_ends_and_get_task_follows
     let mut req = send("sleep 1; echo done");
     req["configuration"] = json!({ "returnImmediately": true });
     let started = std::time::Instant::now();
-    let (_, body) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    let (_, body) = s.a2a("POST", "/message:send", ADMIN, Some(req)).await;
     assert!(started.elapsed() < Duration::from_millis(900));
     let state = body["task"]["status"]["state"].as_str().unwrap().to_owned();
     assert!(
@@ -351,7 +337,7 @@ async fn return_immediately_answers_before_the_command_ends_and_get_task_follows
     let id = body["task"]["id"].as_str().unwrap().to_owned();
     let done = tokio::time::timeout(WAIT, async {
         loop {
-            let (_, t) = a2a(&s, "GET", &format!("/tasks/{id}"), ADMIN, None).await;
+            let (_, t) = s.a2a("GET", &format!("/tasks/{id}"), ADMIN, None).await;
             if t["status"]["state"] == "TASK_STATE_COMPLETED" {
                 return t;
             }
@@ -361,14 +347,9 @@ async fn return_immediately_answers_before_the_command_ends_and_get_task_follows
     .await
     .unwrap();
     assert_eq!(output(&done), "done\r\n");
-    let (_, trimmed) = a2a(
-        &s,
-        "GET",
-        &format!("/tasks/{id}?historyLength=0"),
-        ADMIN,
-        None,
-    )
-    .await;
+    let (_, trimmed) = s
+        .a2a("GET", &format!("/tasks/{id}?historyLength=0"), ADMIN, None)
+        .await;
     assert!(trimmed.get("history").is_none());
 }
 
@@ -377,52 +358,63 @@ async fn cancel_interrupts_a_running_command_and_only_once() {
     let s = TestServer::start(&[]).await;
     let mut req = send("sleep 100");
     req["configuration"] = json!({ "returnImmediately": true });
-    let (_, body) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    let (_, body) = s.a2a("POST", "/message:send", ADMIN, Some(req)).await;
     let id = body["task"]["id"].as_str().unwrap().to_owned();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = std::time::Instant::now();
-    let (status, canceled) = a2a(&s, "POST", &format!("/tasks/{id}:cancel"), ADMIN, None).await;
+    let (status, canceled) = s
+        .a2a("POST", &format!("/tasks/{id}:cancel"), ADMIN, None)
+        .await;
     assert_eq!(status, 200, "{canceled}");
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
     assert!(started.elapsed() < Duration::from_secs(4));
     // Canceling a canceled task is not an error; a completed one is not cancelable.
-    let (status, again) = a2a(&s, "POST", &format!("/tasks/{id}:cancel"), ADMIN, None).await;
+    let (status, again) = s
+        .a2a("POST", &format!("/tasks/{id}:cancel"), ADMIN, None)
+        .await;
     assert_eq!(
         (status, again["status"]["state"].as_str()),
         (200, Some("TASK_STATE_CANCELED"))
     );
-    let (_, done) = a2a(&s, "POST", "/message:send", ADMIN, Some(send("true"))).await;
+    let (_, done) = s
+        .a2a("POST", "/message:send", ADMIN, Some(send("true")))
+        .await;
     let done_id = done["task"]["id"].as_str().unwrap();
-    let (status, err) = a2a(&s, "POST", &format!("/tasks/{done_id}:cancel"), ADMIN, None).await;
+    let (status, err) = s
+        .a2a("POST", &format!("/tasks/{done_id}:cancel"), ADMIN, None)
+        .await;
     assert_eq!(status, 400);
     assert_status(&err, 400, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE");
     // The shell is usable after the cancel.
     let mut next = send("echo after-cancel");
     next["message"]["contextId"] = body["task"]["contextId"].clone();
-    let (_, after) = a2a(&s, "POST", "/message:send", ADMIN, Some(next)).await;
+    let (_, after) = s.a2a("POST", "/message:send", ADMIN, Some(next)).await;
     assert_eq!(output(&after["task"]), "after-cancel\r\n");
 }
 
 #[tokio::test]
 async fn list_tasks_pages_newest_first_and_filters() {
     let s = TestServer::start(&[]).await;
-    let (_, first) = a2a(&s, "POST", "/message:send", ADMIN, Some(send("true"))).await;
+    let (_, first) = s
+        .a2a("POST", "/message:send", ADMIN, Some(send("true")))
+        .await;
     let sid = first["task"]["contextId"].as_str().unwrap().to_owned();
     for cmd in ["false", "echo x"] {
         let mut req = send(cmd);
         req["message"]["contextId"] = json!(sid);
-        a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+        s.a2a("POST", "/message:send", ADMIN, Some(req)).await;
     }
-    a2a(&s, "POST", "/message:send", ADMIN, Some(send("true"))).await; // another session
+    s.a2a("POST", "/message:send", ADMIN, Some(send("true")))
+        .await; // another session
 
-    let (_, page) = a2a(
-        &s,
-        "GET",
-        &format!("/tasks?contextId={sid}&pageSize=2"),
-        ADMIN,
-        None,
-    )
-    .await;
+    let (_, page) = s
+        .a2a(
+            "GET",
+            &format!("/tasks?contextId={sid}&pageSize=2"),
+            ADMIN,
+            None,
+        )
+        .await;
     assert_eq!(
         (page["totalSize"].as_i64(), page["pageSize"].as_u64()),
         (Some(3), Some(2))
@@ -434,14 +426,14 @@ async fn list_tasks_pages_newest_first_and_filters() {
     );
     let token = page["nextPageToken"].as_str().unwrap();
     assert!(!token.is_empty());
-    let (_, rest) = a2a(
-        &s,
-        "GET",
-        &format!("/tasks?contextId={sid}&pageSize=2&pageToken={token}&includeArtifacts=true"),
-        ADMIN,
-        None,
-    )
-    .await;
+    let (_, rest) = s
+        .a2a(
+            "GET",
+            &format!("/tasks?contextId={sid}&pageSize=2&pageToken={token}&includeArtifacts=true"),
+            ADMIN,
+            None,
+        )
+        .await;
     assert_eq!(rest["tasks"].as_array().map(Vec::len), Some(1), "{rest}");
     assert_eq!(
         rest["nextPageToken"], "",
@@ -450,7 +442,9 @@ async fn list_tasks_pages_newest_first_and_filters() {
     assert_eq!(rest["tasks"][0]["id"], first["task"]["id"], "oldest last");
     assert!(rest["tasks"][0]["artifacts"].is_array());
 
-    let (_, failed) = a2a(&s, "GET", "/tasks?status=TASK_STATE_FAILED", ADMIN, None).await;
+    let (_, failed) = s
+        .a2a("GET", "/tasks?status=TASK_STATE_FAILED", ADMIN, None)
+        .await;
     assert_eq!(failed["totalSize"], 1);
     for bad in [
         "pageSize=0",
@@ -460,7 +454,7 @@ async fn list_tasks_pages_newest_first_and_filters() {
         "statusTimestampAfter=yesterday",
         "includeArtifacts=yes",
     ] {
-        let (status, err) = a2a(&s, "GET", &format!("/tasks?{bad}"), ADMIN, None).await;
+        let (status, err) = s.a2a("GET", &format!("/tasks?{bad}"), ADMIN, None).await;
         assert_eq!(status, 400, "{bad}");
         assert_eq!(err["error"]["status"], "INVALID_ARGUMENT", "{bad}");
     }
@@ -594,20 +588,24 @@ async fn bad_requests_get_typed_errors_and_start_nothing() {
         ),
     ];
     for (body, reason) in cases {
-        let (status, err) = a2a(&s, "POST", "/message:send", ADMIN, Some(body.clone())).await;
+        let (status, err) = s
+            .a2a("POST", "/message:send", ADMIN, Some(body.clone()))
+            .await;
         assert_eq!(status, 400, "{body}");
         assert_status(&err, 400, "INVALID_ARGUMENT", reason);
     }
-    let (status, err) = a2a(&s, "POST", "/message:send", ADMIN, Some(json!({ "message": { "messageId": "x", "role": "ROLE_USER", "taskId": "nope", "parts": [{ "text": "ls" }] } }))).await;
+    let (status, err) = s.a2a("POST", "/message:send", ADMIN, Some(json!({ "message": { "messageId": "x", "role": "ROLE_USER", "taskId": "nope", "parts": [{ "text": "ls" }] } }))).await;
     assert_eq!(status, 404);
     assert_status(&err, 404, "NOT_FOUND", "TASK_NOT_FOUND");
-    let (status, err) = a2a(&s, "GET", "/tasks/nope", ADMIN, None).await;
+    let (status, err) = s.a2a("GET", "/tasks/nope", ADMIN, None).await;
     assert_eq!(status, 404);
     assert_status(&err, 404, "NOT_FOUND", "TASK_NOT_FOUND");
-    let (status, err) = a2a(&s, "GET", "/tasks/x/pushNotificationConfigs", ADMIN, None).await;
+    let (status, err) = s
+        .a2a("GET", "/tasks/x/pushNotificationConfigs", ADMIN, None)
+        .await;
     assert_eq!(status, 404);
     assert_status(&err, 404, "NOT_FOUND", "TASK_NOT_FOUND");
-    let (_, list) = a2a(&s, "GET", "/tasks", ADMIN, None).await;
+    let (_, list) = s.a2a("GET", "/tasks", ADMIN, None).await;
     assert_eq!(list["totalSize"], 0, "nothing was started");
     assert_eq!(list["nextPageToken"], "");
 }
@@ -615,37 +613,38 @@ async fn bad_requests_get_typed_errors_and_start_nothing() {
 #[tokio::test]
 async fn scopes_and_session_bindings_apply_to_tasks() {
     let s = TestServer::start(&[]).await;
-    let (status, err) = a2a(&s, "POST", "/message:send", "nope", Some(send("true"))).await;
+    let (status, err) = s
+        .a2a("POST", "/message:send", "nope", Some(send("true")))
+        .await;
     assert_eq!(status, 401);
     assert_status(&err, 401, "UNAUTHENTICATED", "UNAUTHENTICATED");
     let observe = s.token("pty:observe", None).await;
-    let (status, err) = a2a(&s, "POST", "/message:send", &observe, Some(send("true"))).await;
+    let (status, err) = s
+        .a2a("POST", "/message:send", &observe, Some(send("true")))
+        .await;
     assert_eq!(status, 403);
     assert_eq!(err["error"]["status"], "PERMISSION_DENIED");
 
-    let (_, mine) = a2a(&s, "POST", "/message:send", ADMIN, Some(send("echo mine"))).await;
-    let (_, theirs) = a2a(
-        &s,
-        "POST",
-        "/message:send",
-        ADMIN,
-        Some(send("echo theirs")),
-    )
-    .await;
+    let (_, mine) = s
+        .a2a("POST", "/message:send", ADMIN, Some(send("echo mine")))
+        .await;
+    let (_, theirs) = s
+        .a2a("POST", "/message:send", ADMIN, Some(send("echo theirs")))
+        .await;
     let sid = mine["task"]["contextId"].as_str().unwrap();
     let bound = s.token("pty:control", Some(sid)).await;
-    let (_, list) = a2a(&s, "GET", "/tasks", &bound, None).await;
+    let (_, list) = s.a2a("GET", "/tasks", &bound, None).await;
     assert_eq!(list["totalSize"], 1);
     assert_eq!(list["tasks"][0]["id"], mine["task"]["id"]);
     let other = theirs["task"]["id"].as_str().unwrap();
     assert_eq!(
-        a2a(&s, "GET", &format!("/tasks/{other}"), &bound, None)
+        s.a2a("GET", &format!("/tasks/{other}"), &bound, None)
             .await
             .0,
         404
     );
     assert_eq!(
-        a2a(&s, "POST", "/message:send", &bound, Some(send("true")))
+        s.a2a("POST", "/message:send", &bound, Some(send("true")))
             .await
             .0,
         403,
@@ -653,32 +652,31 @@ async fn scopes_and_session_bindings_apply_to_tasks() {
     );
     let mut in_mine = send("echo bound");
     in_mine["message"]["contextId"] = json!(sid);
-    let (_, ok) = a2a(&s, "POST", "/message:send", &bound, Some(in_mine)).await;
+    let (_, ok) = s.a2a("POST", "/message:send", &bound, Some(in_mine)).await;
     assert_eq!(output(&ok["task"]), "bound\r\n");
 }
 
 #[tokio::test]
 async fn finished_tasks_survive_a_restart_and_running_ones_fail_with_a_reason() {
     let mut s = TestServer::start(&[]).await;
-    let (_, done) = a2a(
-        &s,
-        "POST",
-        "/message:send",
-        ADMIN,
-        Some(send("echo durable")),
-    )
-    .await;
+    let (_, done) = s
+        .a2a("POST", "/message:send", ADMIN, Some(send("echo durable")))
+        .await;
     let mut req = send("sleep 100");
     req["configuration"] = json!({ "returnImmediately": true });
-    let (_, running) = a2a(&s, "POST", "/message:send", ADMIN, Some(req)).await;
+    let (_, running) = s.a2a("POST", "/message:send", ADMIN, Some(req)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     s.kill().await;
     let s2 = TestServer::start_in(&s.dir, &[]).await;
     let done_id = done["task"]["id"].as_str().unwrap();
-    let (_, again) = a2a(&s2, "GET", &format!("/tasks/{done_id}"), ADMIN, None).await;
+    let (_, again) = s2
+        .a2a("GET", &format!("/tasks/{done_id}"), ADMIN, None)
+        .await;
     assert_eq!(again, done["task"], "a finished task reads back unchanged");
     let running_id = running["task"]["id"].as_str().unwrap();
-    let (_, failed) = a2a(&s2, "GET", &format!("/tasks/{running_id}"), ADMIN, None).await;
+    let (_, failed) = s2
+        .a2a("GET", &format!("/tasks/{running_id}"), ADMIN, None)
+        .await;
     assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED");
     assert!(
         failed["status"]["message"]["parts"][0]["text"]
@@ -870,7 +868,9 @@ async fn bodies_over_the_limit_get_413_in_each_bindings_words_not_a_reset() {
 #[tokio::test]
 async fn a_command_that_ends_the_shell_fails_the_task_with_the_shells_exit_code() {
     let s = TestServer::start(&[]).await;
-    let (_, body) = a2a(&s, "POST", "/message:send", ADMIN, Some(send("exit 3"))).await;
+    let (_, body) = s
+        .a2a("POST", "/message:send", ADMIN, Some(send("exit 3")))
+        .await;
     let task = &body["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
     assert_eq!(task["metadata"]["exit_code"], 3);

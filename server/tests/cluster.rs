@@ -282,26 +282,30 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
         return;
     };
     let first = c[0].command_session("cat").await;
-    let (_, shell) = rest(
-        &c[0],
-        "POST",
-        "/message:send",
-        json!({ "message": message("m-shell", None, "echo ready") }),
-    )
-    .await;
+    let (_, shell) = c[0]
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(json!({ "message": message("m-shell", None, "echo ready") })),
+        )
+        .await;
     let second = shell["task"]["contextId"].as_str().unwrap().to_owned();
     let mut via_b = c[1].attach(&first, ADMIN).await;
     via_b.join("controller").await;
     via_b.input("before-the-kill\r").await;
     via_b.output_until("before-the-kill").await;
-    let sent = rest(
-        &c[1],
-        "POST",
-        "/message:send",
-        json!({ "message": message("m-lost", Some(&second), "sleep 60"),
+    let sent = c[1]
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(
+                json!({ "message": message("m-lost", Some(&second), "sleep 60"),
                 "configuration": { "returnImmediately": true } }),
-    )
-    .await;
+            ),
+        )
+        .await;
     let task_id = sent.1["task"]["id"].as_str().expect("a task").to_owned();
 
     let killed_at = std::time::Instant::now();
@@ -329,7 +333,9 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
         output_text(&replay).contains("before-the-kill"),
         "history survives"
     );
-    let (_, task) = rest(&c[2], "GET", &format!("/tasks/{task_id}"), json!({})).await;
+    let (_, task) = c[2]
+        .a2a("GET", &format!("/tasks/{task_id}"), ADMIN, None)
+        .await;
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
 
     // Node A comes back under its id: what it lost stays closed.
@@ -350,20 +356,6 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
         .unwrap();
     assert_eq!(a["alive"], true);
     assert_eq!(a["sessions"], 0);
-}
-
-/// An A2A 1.0 request over HTTP+JSON at `path` of `server`.
-async fn rest(server: &TestServer, method: &str, path: &str, body: Value) -> (u16, Value) {
-    let url = format!("http://{}{path}", server.addr);
-    let req = match method {
-        "GET" => server.http.get(url),
-        _ => server
-            .http
-            .post(url)
-            .header("Content-Type", "application/a2a+json")
-            .body(body.to_string()),
-    };
-    server.call(req.header("A2A-Version", "1.0"), ADMIN).await
 }
 
 /// An A2A 1.0 JSON-RPC call on `server`.
@@ -411,25 +403,27 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         return;
     };
     // A message without a context starts its shell on the node that received it.
-    let (status, first) = rest(
-        &c[0],
-        "POST",
-        "/message:send",
-        json!({ "message": message("m-a", None, "echo on-a") }),
-    )
-    .await;
+    let (status, first) = c[0]
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(json!({ "message": message("m-a", None, "echo on-a") })),
+        )
+        .await;
     assert_eq!(status, 200, "{first}");
     let sid = first["task"]["contextId"].as_str().unwrap().to_owned();
     assert_eq!(c[1].session(&sid).await["node_id"], "node-a");
 
     // HTTP+JSON through B: the command runs in A's session.
-    let (status, sent) = rest(
-        &c[1],
-        "POST",
-        "/message:send",
-        json!({ "message": message("m-b", Some(&sid), "echo through-$((40+2))") }),
-    )
-    .await;
+    let (status, sent) = c[1]
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(json!({ "message": message("m-b", Some(&sid), "echo through-$((40+2))") })),
+        )
+        .await;
     assert_eq!(status, 200, "{sent}");
     assert_eq!(
         sent["task"]["status"]["state"], "TASK_STATE_COMPLETED",
@@ -462,15 +456,16 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
 
     // A task sent through B, followed on its node A and through C: the same events in the
     // same order.
-    let (_, ticking) = rest(
-        &c[1],
-        "POST",
-        "/message:send",
-        json!({ "message": message("m-tick", Some(&sid),
+    let (_, ticking) = c[1]
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(json!({ "message": message("m-tick", Some(&sid),
                     "sleep 0.5; for i in 1 2 3; do echo tick-$i; sleep 0.2; done"),
-                "configuration": { "returnImmediately": true } }),
-    )
-    .await;
+                "configuration": { "returnImmediately": true } })),
+        )
+        .await;
     let ticking = ticking["task"]["id"].as_str().unwrap().to_owned();
     let (on_a, via_c) = tokio::join!(
         rpc_stream(&c[0], "SubscribeToTask", json!({ "id": ticking })),
@@ -498,14 +493,17 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
     assert!(ticks.contains("tick-3"), "{via_c:?}");
 
     // A long task sent through B, subscribed to through C, canceled through B.
-    let (_, long) = rest(
-        &c[1],
-        "POST",
-        "/message:send",
-        json!({ "message": message("m-long", Some(&sid), "sleep 30"),
+    let (_, long) = c[1]
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(
+                json!({ "message": message("m-long", Some(&sid), "sleep 30"),
                 "configuration": { "returnImmediately": true } }),
-    )
-    .await;
+            ),
+        )
+        .await;
     let task_id = long["task"]["id"].as_str().unwrap().to_owned();
     let subscriber = {
         let url = format!("http://{}", c[2].addr);
@@ -533,13 +531,14 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         "{working}"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (status, canceled) = rest(
-        &c[1],
-        "POST",
-        &format!("/tasks/{task_id}:cancel"),
-        json!({}),
-    )
-    .await;
+    let (status, canceled) = c[1]
+        .a2a(
+            "POST",
+            &format!("/tasks/{task_id}:cancel"),
+            ADMIN,
+            Some(json!({})),
+        )
+        .await;
     assert_eq!(status, 200, "{canceled}");
     assert_eq!(
         canceled["status"]["state"], "TASK_STATE_CANCELED",
@@ -553,9 +552,13 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         seen.contains("TASK_STATE_CANCELED"),
         "the subscriber on C saw the cancel: {seen}"
     );
-    let (_, got) = rest(&c[2], "GET", &format!("/tasks/{task_id}"), json!({})).await;
+    let (_, got) = c[2]
+        .a2a("GET", &format!("/tasks/{task_id}"), ADMIN, None)
+        .await;
     assert_eq!(got["status"]["state"], "TASK_STATE_CANCELED");
-    let (_, listed) = rest(&c[1], "GET", &format!("/tasks?contextId={sid}"), json!({})).await;
+    let (_, listed) = c[1]
+        .a2a("GET", &format!("/tasks?contextId={sid}"), ADMIN, None)
+        .await;
     assert_eq!(listed["tasks"].as_array().unwrap().len(), 5, "{listed}");
 
     // A task nobody has is not found wherever it is asked for.
@@ -619,13 +622,14 @@ async fn postgresql_stopped_under_load_turns_readyz_red_then_green_and_loses_not
     let pg = OwnPostgres(tempfile::tempdir().unwrap());
     let db = postgres_sh("start", pg.path());
     let (a, b) = tokio::join!(node(&db, 0), node(&db, 1));
-    let (_, acked) = rest(
-        &a,
-        "POST",
-        "/message:send",
-        json!({ "message": message("m-acked", None, "echo acked-$((1+1))") }),
-    )
-    .await;
+    let (_, acked) = a
+        .a2a(
+            "POST",
+            "/message:send",
+            ADMIN,
+            Some(json!({ "message": message("m-acked", None, "echo acked-$((1+1))") })),
+        )
+        .await;
     assert_eq!(
         acked["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{acked}"
@@ -669,7 +673,7 @@ async fn postgresql_stopped_under_load_turns_readyz_red_then_green_and_loses_not
         "running",
         "no live node is taken for dead"
     );
-    let (_, task) = rest(&b, "GET", &format!("/tasks/{acked}"), json!({})).await;
+    let (_, task) = b.a2a("GET", &format!("/tasks/{acked}"), ADMIN, None).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
     assert!(artifact_text(&task).contains("acked-2"), "{task}");
     // Every frame the viewer saw while the database was away is in the history.

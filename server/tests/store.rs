@@ -63,15 +63,18 @@ fn envelope(sequence: u64, at: i64, kind: &str) -> Frame {
     }
 }
 
-fn backend(store: &Store) -> String {
-    format!("{:?}", store.backend())
+/// Runs `test` on a store of each backend, with the backend's name for its messages.
+async fn on_both_backends(test: impl AsyncFn(Store, &str)) {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(&dir).await {
+        let name = format!("{:?}", store.backend());
+        test(store, &name).await;
+    }
 }
 
 #[tokio::test]
 async fn sessions_round_trip_and_pooled_ones_stay_hidden() {
-    let dir = tempfile::tempdir().unwrap();
-    for store in stores(&dir).await {
-        let b = backend(&store);
+    on_both_backends(async |store, b| {
         let row = session("s1", "node-a", "running");
         store.insert_session(&row).await.unwrap();
         assert_eq!(store.session("s1").await.unwrap(), Some(row.clone()), "{b}");
@@ -157,14 +160,13 @@ async fn sessions_round_trip_and_pooled_ones_stay_hidden() {
             ("closed", Some(3), 7, Some(99)),
             "{b}"
         );
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn tokens_are_found_by_hash_listed_by_share_link_and_revoked_once() {
-    let dir = tempfile::tempdir().unwrap();
-    for store in stores(&dir).await {
-        let b = backend(&store);
+    on_both_backends(async |store, b| {
         for (id, kind, session) in [("t1", "cli", None), ("t2", "share", Some("s1"))] {
             store
                 .insert_token(NewToken {
@@ -214,14 +216,13 @@ async fn tokens_are_found_by_hash_listed_by_share_link_and_revoked_once() {
             store.list_tokens(Some(("s1", 0))).await.unwrap().is_empty(),
             "{b}"
         );
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_and_keyframe() {
-    let dir = tempfile::tempdir().unwrap();
-    for store in stores(&dir).await {
-        let b = backend(&store);
+    on_both_backends(async |store, b| {
         store
             .insert_session(&session("s", "n", "running"))
             .await
@@ -270,14 +271,13 @@ async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_and_key
         );
         let first = store.first_sized_frame("s").await.unwrap().unwrap();
         assert!(String::from_utf8(first).unwrap().contains("Resize"), "{b}");
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn pruning_drops_a_prefix_and_raises_the_replay_floor_and_reservations_only_grow() {
-    let dir = tempfile::tempdir().unwrap();
-    for store in stores(&dir).await {
-        let b = backend(&store);
+    on_both_backends(async |store, b| {
         store
             .insert_session(&session("s", "n", "running"))
             .await
@@ -353,14 +353,13 @@ async fn pruning_drops_a_prefix_and_raises_the_replay_floor_and_reservations_onl
         );
         assert_eq!(store.task("t").await.unwrap(), None, "{b}");
         assert!(store.bytes_in_use().await.unwrap() > 0, "{b}");
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn tasks_are_replaced_filtered_paged_and_found_unfinished_by_context_and_node() {
-    let dir = tempfile::tempdir().unwrap();
-    for store in stores(&dir).await {
-        let b = backend(&store);
+    on_both_backends(async |store, b| {
         store
             .insert_session(&session("here", "node-a", "running"))
             .await
@@ -466,14 +465,13 @@ async fn tasks_are_replaced_filtered_paged_and_found_unfinished_by_context_and_n
         assert!(store.delete_push_config("t2", "c2").await.unwrap(), "{b}");
         assert!(!store.delete_push_config("t2", "c2").await.unwrap(), "{b}");
         assert_eq!(store.push_config("t2", "c2").await.unwrap(), None, "{b}");
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn audit_and_a202_streams_append_and_read_back_in_order() {
-    let dir = tempfile::tempdir().unwrap();
-    for store in stores(&dir).await {
-        let b = backend(&store);
+    on_both_backends(async |store, b| {
         for (i, session) in [(1, Some("s1")), (2, None), (3, Some("s1"))] {
             let row = AuditRow {
                 at: i,
@@ -520,14 +518,13 @@ async fn audit_and_a202_streams_append_and_read_back_in_order() {
             store.a202_append(&[object(3, "o1")]).await.is_err(),
             "{b}: an id and version once"
         );
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
-    let dir = tempfile::tempdir().unwrap();
-    for store in stores(&dir).await {
-        let b = backend(&store);
+    on_both_backends(async |store, b| {
         store.node_started("a", "http://a", 1_000).await.unwrap();
         store.node_started("b", "http://b", 1_000).await.unwrap();
         store.node_seen("b", 9_000).await.unwrap();
@@ -602,5 +599,6 @@ async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
             "first",
             "{b}"
         );
-    }
+    })
+    .await;
 }

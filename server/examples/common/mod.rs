@@ -159,3 +159,29 @@ pub async fn new_database(admin: &str) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow::anyhow!("no database in {admin}"))?;
     Ok(format!("{base}/{name}"))
 }
+
+/// The figures the benchmarks report: medians, spreads, percentiles.
+pub mod stats {
+    use std::time::Duration;
+
+    pub fn median(values: &mut [f64]) -> f64 {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    }
+
+    pub fn spread(values: &[f64]) -> (f64, f64) {
+        values
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)))
+    }
+
+    pub fn us(d: Duration) -> f64 {
+        d.as_secs_f64() * 1e6
+    }
+
+    pub fn percentiles(times: &mut [Duration]) -> (Duration, Duration) {
+        times.sort();
+        let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
+        (at(0.50), at(0.99))
+    }
+}

@@ -174,6 +174,27 @@ impl TestServer {
         self.call(self.http.delete(self.url(path)), token).await
     }
 
+    /// Calls an A2A 1.0 route (`path` from the root) with the version and media headers;
+    /// GET, or POST with `body` (`{}` when none).
+    pub async fn a2a(
+        &self,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let url = format!("http://{}{path}", self.addr);
+        let req = match method {
+            "GET" => self.http.get(url),
+            _ => self
+                .http
+                .post(url)
+                .header("Content-Type", "application/a2a+json")
+                .body(body.unwrap_or(json!({})).to_string()),
+        };
+        self.call(req.header("A2A-Version", "1.0"), token).await
+    }
+
     /// POSTs to a streaming route; returns the whole server-sent event text once the
     /// stream ends.
     pub async fn sse(&self, path: &str, body: &Value, a2a_version: Option<&str>) -> String {
