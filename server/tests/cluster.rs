@@ -714,3 +714,22 @@ impl Drop for OwnPostgres {
         postgres_sh("remove", self.path());
     }
 }
+
+#[tokio::test]
+async fn a_node_that_stops_says_goodbye_to_the_clients_it_forwards_and_the_session_runs_on() {
+    let Some((_db, mut c)) = cluster(2).await else {
+        return;
+    };
+    let sid = c[0].command_session("cat").await;
+    let mut via_b = c[1].attach(&sid, ADMIN).await;
+    via_b.join("observer").await;
+    assert!(c[1].stop().await.success());
+    let (code, frames) = via_b.until_close().await;
+    assert_eq!(code, Some(1000));
+    let goodbye = frames
+        .iter()
+        .find(|f| f["op"] == "binding_goodbye")
+        .expect("a goodbye");
+    assert_eq!(goodbye["payload"]["reason"], "server_shutdown");
+    assert_eq!(c[0].session(&sid).await["state"], "running");
+}

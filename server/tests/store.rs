@@ -352,7 +352,6 @@ async fn pruning_drops_a_prefix_and_raises_the_replay_floor_and_reservations_onl
             "{b}"
         );
         assert_eq!(store.task("t").await.unwrap(), None, "{b}");
-        assert!(store.bytes_in_use().await.unwrap() > 0, "{b}");
     })
     .await;
 }
@@ -599,6 +598,33 @@ async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
             "first",
             "{b}"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_bytes_in_use_fall_when_a_closed_session_s_history_is_dropped() {
+    on_both_backends(async |store, b| {
+        store
+            .insert_session(&session("s", "n", "running"))
+            .await
+            .unwrap();
+        let frames: Vec<_> = (1..=200)
+            .map(|i| {
+                let noise: Vec<u8> = (0..8192).map(|_| rand::random::<u8>()).collect();
+                output(i, i as i64, &noise)
+            })
+            .collect();
+        store.insert_frames("s", &frames).await.unwrap();
+        let full = store.bytes_in_use().await.unwrap();
+        assert!(full >= 200 * 8192, "{b}: {full}");
+        store
+            .close_session("s", None, "normal", 200, 1_000)
+            .await
+            .unwrap();
+        store.drop_history("s").await.unwrap();
+        let left = store.bytes_in_use().await.unwrap();
+        assert!(full - left >= 1024 * 1024, "{b}: {full} -> {left}");
     })
     .await;
 }

@@ -13,13 +13,30 @@ use crate::store::FrameBody;
 
 /// Relays the client's socket to the owner's; when the owner's node is lost, waits for a
 /// surviving node to close the session and ends the client's connection with its last
-/// frames, as a session that closed ends it.
+/// frames, as a session that closed ends it. When this node stops, it says goodbye to the
+/// client as its own connections do.
 pub async fn run(state: AppState, mut client: WebSocket, mut owner: OwnerSocket, sid: String) {
     let quiet = state.heartbeat_timeout + state.heartbeat_interval;
-    if forward::relay(&mut client, &mut owner, quiet).await == Ended::OwnerLost {
+    let ended = tokio::select! {
+        ended = forward::relay(&mut client, &mut owner, quiet) => ended,
+        _ = state.shutdown.cancelled() => {
+            let _ = owner.close(None).await;
+            goodbye(&mut client, "server_shutdown").await;
+            return;
+        }
+    };
+    if ended == Ended::OwnerLost {
         tracing::warn!(session_id = %sid, "lost the node running a forwarded session");
         let within = state.node.timeout() * 2 + Duration::from_secs(5);
         finish_lost(client, &state, &sid, within).await;
+    }
+}
+
+/// A `binding_goodbye` and a normal close.
+async fn goodbye(client: &mut WebSocket, reason: &str) {
+    let goodbye = server_frame("binding_goodbye", None, None, json!({ "reason": reason }));
+    if client.send(Message::Text(goodbye.into())).await.is_ok() {
+        let _ = client.send(close(1000, reason)).await;
     }
 }
 
@@ -48,15 +65,7 @@ async fn finish_lost(mut client: WebSocket, state: &AppState, sid: &str, within:
             }
         }
     }
-    let goodbye = server_frame(
-        "binding_goodbye",
-        None,
-        None,
-        json!({ "reason": "session_closed" }),
-    );
-    if client.send(Message::Text(goodbye.into())).await.is_ok() {
-        let _ = client.send(close(1000, "session_closed")).await;
-    }
+    goodbye(&mut client, "session_closed").await;
 }
 
 fn close(code: u16, reason: &str) -> Message {
