@@ -89,6 +89,30 @@ async fn every_node_lists_the_cluster_s_nodes_and_sessions() {
         403,
         "listing nodes needs pty:admin"
     );
+    let metrics = c[2]
+        .http
+        .get(format!("http://{}/metrics", c[2].addr))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "ptyhost_node_alive{node_id=\"node-a\"} 1",
+        "ptyhost_node_sessions{node_id=\"node-a\"} 1",
+        "ptyhost_node_alive{node_id=\"node-c\",this=\"true\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+
+    // A share link made on one node opens the session through another, read-only.
+    let link = c[1].share(&sid, json!({ "label": "through C" })).await;
+    let mut shared = c[2].attach(&sid, link["token"].as_str().unwrap()).await;
+    shared.join("observer").await;
+    shared.input("refused\r").await;
+    let refused = shared.expect_op("Error").await;
+    assert_eq!(refused["payload"]["code"], "PERMISSION_DENIED", "{refused}");
 }
 
 #[tokio::test]
