@@ -318,7 +318,25 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
     let mut via_b = c[1].attach(&first, ADMIN).await;
     via_b.join("controller").await;
     via_b.input("before-the-kill\r").await;
-    via_b.output_until("before-the-kill").await;
+    let printed = seq(via_b.output_until("before-the-kill").await.last().unwrap());
+    // What the node has persisted survives it (its write-behind holds under a second).
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let (_, list) = c[2].get("/sessions", ADMIN).await;
+            let stored = list["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["session_id"] == first.as_str())
+                .and_then(|s| s["current_sequence"].as_u64());
+            if stored >= Some(printed) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the output is persisted");
     let sent = c[1]
         .a2a(
             "POST",

@@ -375,6 +375,159 @@ async fn binding_scenario_13_trace_ids_from_the_first_frame_appear_on_every_task
 }
 
 #[tokio::test]
+async fn binding_8_3_task_updates_are_sequenced_and_a_resubscribe_with_replay_from_gets_the_missed_ones()
+ {
+    let s = TestServer::start(&[]).await;
+    let sid = shell(&s).await;
+    // A joined client that streams the task: its updates and its output in one order.
+    let mut streamer = s.attach(&sid, ADMIN).await;
+    streamer.join("controller").await;
+    streamer
+        .send(
+            "SendStreamingMessage",
+            text_message("for i in 1 2 3 4; do echo step-$i; sleep 0.3; done"),
+        )
+        .await;
+    let accepted = streamer.expect_op("SendStreamingMessage.Accepted").await;
+    let task_id = accepted["payload"]["task_id"].as_str().unwrap().to_owned();
+    // A second client follows the same task without joining, and drops after two updates.
+    let mut follower = s.attach(&sid, ADMIN).await;
+    follower
+        .send("SubscribeToTask", json!({ "task_id": task_id }))
+        .await;
+    follower.expect_op("SubscribeToTask.Accepted").await;
+    let seen: Vec<Value> = vec![
+        follower.expect_op("TaskStatusUpdate").await,
+        follower.expect_op("TaskStatusUpdate").await,
+    ];
+    drop(follower);
+
+    let mut last = 0;
+    let mut streamed = Vec::new();
+    loop {
+        let f = streamer.next().await;
+        if let Some(n) = f["sequence"].as_u64() {
+            assert!(
+                n > last,
+                "frames of one connection in sequence order: {n} after {last}"
+            );
+            last = n;
+        }
+        if f["op"] == "TaskStatusUpdate" {
+            let state = f["payload"]["task"]["status"]["state"].clone();
+            streamed.push(f);
+            if state == "TASK_STATE_COMPLETED" {
+                break;
+            }
+        }
+    }
+    // The same event has the same sequence and id for every follower.
+    for f in &seen {
+        if f["payload"]["delta"].get("task").is_none() {
+            let same = streamed
+                .iter()
+                .find(|u| u["id"] == f["id"])
+                .expect("the same update");
+            assert_eq!(same["sequence"], f["sequence"], "{f}");
+        }
+    }
+
+    // The follower comes back: every update after the last one it saw, in order, then the
+    // end of the task.
+    let resume = seq(&seen[1]);
+    let mut back = s.attach(&sid, ADMIN).await;
+    back.send_env(
+        "SubscribeToTask",
+        json!({ "task_id": task_id }),
+        json!({ "replay_from": resume }),
+    )
+    .await;
+    back.expect_op("SubscribeToTask.Accepted").await;
+    let expected: Vec<(u64, Value)> = streamed
+        .iter()
+        .filter(|u| seq(u) > resume)
+        .map(|u| (seq(u), u["id"].clone()))
+        .collect();
+    assert!(expected.len() >= 3, "{streamed:?}");
+    let mut replayed = Vec::new();
+    while replayed.len() < expected.len() {
+        let f = back.expect_op("TaskStatusUpdate").await;
+        replayed.push((seq(&f), f["id"].clone()));
+    }
+    assert_eq!(
+        replayed, expected,
+        "every update after replay_from, as it first went out"
+    );
+    assert_eq!(
+        streamed.last().unwrap()["payload"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+
+    // Resubscribing while the task runs: the missed updates first, then live ones.
+    streamer
+        .send(
+            "SendStreamingMessage",
+            text_message("for i in 1 2 3 4 5 6; do echo again-$i; sleep 0.3; done"),
+        )
+        .await;
+    let accepted = streamer.expect_op("SendStreamingMessage.Accepted").await;
+    let task_id = accepted["payload"]["task_id"].as_str().unwrap().to_owned();
+    let mut early = Vec::new();
+    while early.len() < 3 {
+        let f = streamer.next().await;
+        if f["op"] == "TaskStatusUpdate" {
+            early.push(f);
+        }
+    }
+    let resume = seq(&early[0]);
+    let mut again = s.attach(&sid, ADMIN).await;
+    again
+        .send_env(
+            "SubscribeToTask",
+            json!({ "task_id": task_id }),
+            json!({ "replay_from": resume }),
+        )
+        .await;
+    again.expect_op("SubscribeToTask.Accepted").await;
+    let replayed = [
+        again.expect_op("TaskStatusUpdate").await,
+        again.expect_op("TaskStatusUpdate").await,
+    ];
+    assert_eq!(
+        replayed
+            .iter()
+            .map(|f| (seq(f), f["id"].clone()))
+            .collect::<Vec<_>>(),
+        early[1..]
+            .iter()
+            .map(|f| (seq(f), f["id"].clone()))
+            .collect::<Vec<_>>(),
+        "the updates after replay_from, as they first went out"
+    );
+    let mut order = vec![seq(&replayed[1])];
+    loop {
+        let f = again.expect_op("TaskStatusUpdate").await;
+        order.push(seq(&f));
+        if f["payload"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED" {
+            break;
+        }
+    }
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    // A plain join replay carries no task updates: they are the subscribers'.
+    let mut joiner = s.attach(&sid, ADMIN).await;
+    let joined = joiner
+        .join_with(
+            json!({ "role": "observer" }),
+            json!({ "replay_from": resume }),
+        )
+        .await;
+    assert!(
+        joined.iter().all(|f| f["op"] != "TaskStatusUpdate"),
+        "{joined:?}"
+    );
+}
+
+#[tokio::test]
 async fn binding_scenario_4_reconnect_with_replay_from_receives_the_frames_after_it() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;

@@ -85,6 +85,31 @@ pub enum Outbound {
     Goodbye(&'static str),
 }
 
+/// The op of a task event in the session's stream, and the kind it is retained as.
+pub const TASK_UPDATE: &str = "TaskStatusUpdate";
+
+/// Whether a retained frame is a task event (replayed to that task's subscribers only).
+pub fn is_task_update(frame: &Frame) -> bool {
+    matches!(&frame.body, FrameBody::Envelope { kind, .. } if kind == TASK_UPDATE)
+}
+
+/// An event of a task that a connection follows. Every follower asks with the event's
+/// place in the task's stream (`(n, snapshot)`); the first ask numbers it, the others get
+/// the same sequence and id.
+pub struct TaskUpdate {
+    pub task_id: String,
+    pub place: (u64, bool),
+    /// The `TaskStatusUpdate` payload.
+    pub payload: serde_json::Value,
+    /// A joined follower's client id: the frame goes into its queue, in order.
+    pub member: Option<String>,
+    pub service_parameters: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The follower has sent every update up to this sequence already (a replay).
+    pub sent_upto: u64,
+    /// The frame to send, when it did not go into a member's queue (or was sent already).
+    pub reply: oneshot::Sender<Option<Bytes>>,
+}
+
 /// A client asking to join.
 pub struct JoinRequest {
     pub role: Role,
@@ -158,5 +183,9 @@ pub enum Command {
     AnswerTask(String, wire::a2a::Message, oneshot::Sender<bool>),
     /// Cancel a queued or running task: Ctrl-C, then SIGKILL of the foreground job.
     CancelTask(String),
+    /// Number (once) and deliver an event of a task a connection follows.
+    TaskUpdate(TaskUpdate),
+    /// Which retained frames follow this sequence.
+    Replay(u64, oneshot::Sender<Replay>),
     Terminate(CloseReason),
 }

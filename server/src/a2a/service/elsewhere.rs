@@ -100,10 +100,12 @@ impl TaskService {
         // The node's events, relayed into a stream like a local task's.
         let (tx, rx) = broadcast::channel(STREAM_BUFFER);
         tokio::spawn(async move {
+            let mut n = 0;
             while let Some(event) = events.next().await {
                 match event {
                     Ok(event) => {
-                        if tx.send(event).is_err() {
+                        n += 1;
+                        if tx.send((n, event)).is_err() {
                             return;
                         }
                     }
@@ -116,6 +118,7 @@ impl TaskService {
         });
         Ok(TaskStream {
             first,
+            first_after: 0,
             events: rx,
             lease: None,
         })

@@ -52,7 +52,7 @@ impl TaskService {
             })
             .await?;
         tokio::spawn(start.await);
-        Ok(Started::Feed(follow))
+        Ok(Started::Feed(Box::new(follow)))
     }
 
     /// A follow-up message for a task waiting for input: the executor takes it as the

@@ -10,18 +10,21 @@ pub(super) const STREAM_BUFFER: usize = 1024;
 /// A running task's latest snapshot and its event stream, always changed together, so a
 /// subscriber gets a snapshot and exactly the events after it.
 pub(super) struct Feed {
-    pub(super) gate: Mutex<()>,
+    /// How many events were published: each event's place in the task's stream, the same
+    /// for every subscriber (a binding that numbers events numbers each once by it).
+    pub(super) gate: Mutex<u64>,
     pub(super) snapshot: watch::Sender<Task>,
-    pub(super) events: broadcast::Sender<StreamResponse>,
+    pub(super) events: broadcast::Sender<(u64, StreamResponse)>,
     pub(super) push: Push,
 }
 
 impl Feed {
     pub(super) fn publish(&self, task: &Task, event: StreamResponse) {
-        let _gate = self.gate.lock().unwrap();
+        let mut published = self.gate.lock().unwrap();
+        *published += 1;
         self.push.notify(task, &event);
         self.snapshot.send_replace(task.clone());
-        let _ = self.events.send(event);
+        let _ = self.events.send((*published, event));
     }
 
     /// Announces an artifact chunk of `task` (which already includes it).
@@ -45,9 +48,14 @@ impl Feed {
         );
     }
 
-    pub(super) fn subscribe(&self) -> (Task, broadcast::Receiver<StreamResponse>) {
-        let _gate = self.gate.lock().unwrap();
-        (self.snapshot.borrow().clone(), self.events.subscribe())
+    /// The task now, after how many events, and a receiver of the events after it.
+    pub(super) fn subscribe(&self) -> (Task, u64, broadcast::Receiver<(u64, StreamResponse)>) {
+        let published = self.gate.lock().unwrap();
+        (
+            self.snapshot.borrow().clone(),
+            *published,
+            self.events.subscribe(),
+        )
     }
 }
 
@@ -55,30 +63,45 @@ impl Feed {
 /// anything: a stream of a new task starts from its first state.
 pub(super) struct Follow {
     pub(super) feed: Arc<Feed>,
-    pub(super) first: Task,
-    pub(super) events: broadcast::Receiver<StreamResponse>,
+    pub(super) stream: TaskStream,
 }
 
 impl Follow {
     pub(super) fn of(feed: Arc<Feed>) -> Follow {
-        let (first, events) = feed.subscribe();
-        Follow {
-            feed,
-            first,
-            events,
-        }
+        let stream = TaskStream::of(&feed);
+        Follow { feed, stream }
     }
+}
+
+/// Where an event stands in its task's stream: the task as a subscriber first saw it after
+/// `n` events (`snapshot`), or the `n`th event. Every subscriber's events have the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Place {
+    pub n: u64,
+    pub snapshot: bool,
 }
 
 /// A task's stream: its snapshot first, then its events until it is terminal or interrupted.
 pub struct TaskStream {
     pub first: Task,
-    pub events: broadcast::Receiver<StreamResponse>,
+    /// How many events the task had published when `first` was taken.
+    pub first_after: u64,
+    pub events: broadcast::Receiver<(u64, StreamResponse)>,
     /// The token the stream was opened with: when it is revoked, the stream ends.
     pub lease: Option<Lease>,
 }
 
 impl TaskStream {
+    pub(super) fn of(feed: &Feed) -> TaskStream {
+        let (first, first_after, events) = feed.subscribe();
+        TaskStream {
+            first,
+            first_after,
+            events,
+            lease: None,
+        }
+    }
+
     /// The stream, ended with UNAUTHENTICATED when `lease`'s token stops being valid.
     pub fn cut_by(mut self, lease: Lease) -> TaskStream {
         self.lease = Some(lease);
@@ -91,17 +114,28 @@ impl TaskStream {
     pub fn into_events(
         self,
     ) -> impl futures_util::Stream<Item = Result<StreamResponse, A2aError>> + Send {
+        use futures_util::StreamExt;
+        self.into_placed_events().map(|(_, event)| event)
+    }
+
+    /// `into_events`, each event with its place in the task's stream.
+    pub fn into_placed_events(
+        self,
+    ) -> impl futures_util::Stream<Item = (Place, Result<StreamResponse, A2aError>)> + Send {
         let ends = |state: TaskState| state.is_terminal() || state.is_interrupted();
-        let start = (Some(self.first), self.events, self.lease, false);
+        let place = |n, snapshot| Place { n, snapshot };
+        let first = Some((self.first, self.first_after));
+        let start = (first, self.events, self.lease, false, self.first_after);
         futures_util::stream::unfold(
             start,
-            move |(first, mut events, mut lease, done)| async move {
+            move |(first, mut events, mut lease, done, last)| async move {
                 if done {
                     return None;
                 }
-                if let Some(task) = first {
+                if let Some((task, after)) = first {
                     let over = ends(task.status.state);
-                    return Some((Ok(StreamResponse::Task(task)), (None, events, lease, over)));
+                    let first = (place(after, true), Ok(StreamResponse::Task(task)));
+                    return Some((first, (None, events, lease, over, after)));
                 }
                 let next = {
                     let cut = async {
@@ -119,17 +153,18 @@ impl TaskStream {
                     Ok(next) => next,
                     Err(cut) => {
                         let refusal = A2aError::Unauthenticated(cut.message().into());
-                        return Some((Err(refusal), (None, events, lease, true)));
+                        let cut = (place(last, false), Err(refusal));
+                        return Some((cut, (None, events, lease, true, last)));
                     }
                 };
                 match next {
-                    Ok(event) => {
+                    Ok((n, event)) => {
                         let over = matches!(&event, StreamResponse::StatusUpdate(u) if ends(u.status.state));
-                        Some((Ok(event), (None, events, lease, over)))
+                        Some(((place(n, false), Ok(event)), (None, events, lease, over, n)))
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => Some((
-                        Err(A2aError::StreamLagged(missed)),
-                        (None, events, lease, true),
+                        (place(last, false), Err(A2aError::StreamLagged(missed))),
+                        (None, events, lease, true, last),
                     )),
                     Err(broadcast::error::RecvError::Closed) => None,
                 }

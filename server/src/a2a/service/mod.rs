@@ -30,8 +30,8 @@ use crate::commerce::{self, Carrier, Commerce, Receipt};
 use crate::executor::{Executor, Plan, Update, Work, shell};
 use crate::store::{Store, TaskFilter, TasksOf};
 pub use elsewhere::Elsewhere;
-pub use feed::TaskStream;
 use feed::{Feed, Follow, STREAM_BUFFER};
+pub use feed::{Place, TaskStream};
 use list::parse_ms;
 use receipts::receipt_metadata;
 
@@ -69,7 +69,7 @@ pub enum Sent {
 
 /// A started send: a task to follow, or a direct answer.
 enum Started {
-    Feed(Follow),
+    Feed(Box<Follow>),
     Message(Message),
 }
 
@@ -190,11 +190,7 @@ impl TaskService {
             return (self.stream_elsewhere(&node, who, method, params, via, subject)).await;
         }
         match self.start(who, req, true, via).await? {
-            Started::Feed(Follow { first, events, .. }) => Ok(TaskStream {
-                first,
-                events,
-                lease: None,
-            }),
+            Started::Feed(follow) => Ok(follow.stream),
             Started::Message(_) => Err(A2aError::Internal),
         }
     }
@@ -211,14 +207,7 @@ impl TaskService {
             return (self.stream_elsewhere(&node, who, "SubscribeToTask", params, via, id)).await;
         }
         match self.feed(id) {
-            Some(feed) if !task.status.state.is_terminal() => {
-                let (first, events) = feed.subscribe();
-                Ok(TaskStream {
-                    first,
-                    events,
-                    lease: None,
-                })
-            }
+            Some(feed) if !task.status.state.is_terminal() => Ok(TaskStream::of(&feed)),
             _ => Err(A2aError::UnsupportedOperation(format!(
                 "task {id} is {}: there is nothing left to subscribe to",
                 task.status.state.name()
@@ -284,7 +273,10 @@ impl TaskService {
                 .await;
         }
         if message.task_id.is_some() {
-            return self.answer(who, message, push).await.map(Started::Feed);
+            return self
+                .answer(who, message, push)
+                .await
+                .map(|f| Started::Feed(Box::new(f)));
         }
         self.execute(who, message, task_id, push, Vec::new(), streaming)
             .await
@@ -315,7 +307,7 @@ impl TaskService {
     /// Registers a running task: its feed, and the cancel request its work watches.
     fn track(&self, task: &Task, cancel: watch::Sender<bool>) -> Arc<Feed> {
         let feed = Arc::new(Feed {
-            gate: Mutex::new(()),
+            gate: Mutex::new(0),
             snapshot: watch::channel(task.clone()).0,
             events: broadcast::channel(STREAM_BUFFER).0,
             push: self.inner.push.clone(),

@@ -64,6 +64,6 @@ impl TaskService {
                 service.inner.live.lock().unwrap().remove(&id);
             })
             .await?;
-        Ok(Started::Feed(follow))
+        Ok(Started::Feed(Box::new(follow)))
     }
 }

@@ -482,7 +482,7 @@ impl Connection {
         let id = env.id.clone();
         let result = match op {
             ClientOp::Task(op) => {
-                self.task_op(env.id, op);
+                self.task_op(env.id, env.replay_from, op);
                 return Next::Continue;
             }
             ClientOp::Join(join) => return self.join(sink, env, join).await,
@@ -557,14 +557,16 @@ impl Connection {
 
     /// Runs an A2A operation beside the connection loop (a blocking SendMessage must not
     /// hold up the terminal); its answer, and a stream's updates, come back as frames.
-    fn task_op(&mut self, request_id: String, op: TaskOp) {
+    fn task_op(&mut self, request_id: String, replay_from: Option<u64>, op: TaskOp) {
         let ctx = TaskContext {
             state: self.state.clone(),
             principal: self.principal.clone(),
             session_id: self.session_id.clone(),
+            member: self.member.as_ref().map(|m| m.client_id.clone()),
             service_parameters: self.service_parameters.clone(),
             frames: self.task_frames.clone(),
             request_id: request_id.clone(),
+            replay_from,
         };
         let follow_key = match &op {
             TaskOp::Unsubscribe(r) => {

@@ -9,6 +9,7 @@ use serde_json::json;
 use super::server_frame;
 use crate::cluster::forward::{self, Ended, OwnerSocket};
 use crate::plumbing::AppState;
+use crate::sessions::is_task_update;
 use crate::store::FrameBody;
 
 /// Relays the client's socket to the owner's; when the owner's node is lost, waits for a
@@ -56,7 +57,7 @@ async fn finish_lost(mut client: WebSocket, state: &AppState, sid: &str, within:
         }
     }
     if let Ok(frames) = state.store.frames_from_last_keyframe(sid).await {
-        for f in frames {
+        for f in frames.into_iter().filter(|f| !is_task_update(f)) {
             if let FrameBody::Envelope { text, .. } = f.body
                 && let Ok(text) = String::from_utf8(text.to_vec())
                 && client.send(Message::Text(text.into())).await.is_err()

@@ -26,6 +26,7 @@ mod ending;
 mod members;
 mod persist;
 mod shell;
+mod updates;
 mod window;
 
 use super::marks::{Mark, MarkScanner, Piece};
@@ -153,6 +154,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         audit: s.audit,
         host: s.host,
         shell: s.shell_integration.then(Shell::default),
+        numbered: Default::default(),
     };
     tasks.spawn(actor.run(command_rx, s.events));
     SessionHandle {
@@ -206,6 +208,7 @@ struct Actor {
     host: Host,
     /// Present when the program marks its prompts (OSC 133): it runs tasks.
     shell: Option<Shell>,
+    numbered: updates::Numbered,
 }
 
 impl Actor {
@@ -337,6 +340,10 @@ impl Actor {
                 if let Some(shell) = self.shell.as_mut() {
                     shell.state.cancel(&task_id, &self.pty);
                 }
+            }
+            Command::TaskUpdate(update) => self.task_update(update),
+            Command::Replay(after, reply) => {
+                let _ = reply.send(self.replay_plan(after));
             }
             Command::Terminate(reason) => return Some(reason),
         }

@@ -167,12 +167,13 @@ impl Connection {
                             tracing::error!(error = %e, "reading replay failed");
                             Ended
                         })?;
-                    for f in frames {
-                        self.send_bytes(sink, envelope(&f)).await?;
+                    // Task updates replay to their task's subscribers (`SubscribeToTask`).
+                    for f in frames.iter().filter(|f| !is_task_update(f)) {
+                        self.send_bytes(sink, envelope(f)).await?;
                     }
                 }
-                for f in ring {
-                    self.send_bytes(sink, envelope(&f)).await?;
+                for f in ring.iter().filter(|f| !is_task_update(f)) {
+                    self.send_bytes(sink, envelope(f)).await?;
                 }
             }
         }
@@ -213,8 +214,8 @@ impl Connection {
                 }
                 None => store.frames_from_last_keyframe(sid).await?,
             };
-            for f in frames {
-                self.send_bytes(sink, envelope(&f))
+            for f in frames.iter().filter(|f| !is_task_update(f)) {
+                self.send_bytes(sink, envelope(f))
                     .await
                     .map_err(|Ended| anyhow::anyhow!("send failed"))?;
             }

@@ -8,9 +8,14 @@ pub(super) struct TaskContext {
     pub(super) state: AppState,
     pub(super) principal: Principal,
     pub(super) session_id: String,
+    /// The connection's client id in the session, when it has joined: its task updates
+    /// then come in order with its session frames.
+    pub(super) member: Option<String>,
     pub(super) service_parameters: Map<String, Value>,
     pub(super) frames: mpsc::Sender<String>,
     pub(super) request_id: String,
+    /// A `SubscribeToTask` after a reconnect: the updates after this sequence come first.
+    pub(super) replay_from: Option<u64>,
 }
 
 impl TaskContext {
@@ -72,6 +77,11 @@ impl TaskContext {
             }
             TaskOp::SubscribeToTask(r) => {
                 let started = match self.task(&r.task_id, None).await {
+                    // A subscriber that comes back after its task ended still gets the
+                    // updates it missed.
+                    Ok(t) if t.status.state.is_terminal() && self.replay_from.is_some() => {
+                        return self.replay_ended(&t.id).await;
+                    }
                     Ok(_) => tasks.subscribe(&self.principal, &r.task_id).await,
                     Err(e) => Err(e),
                 };
@@ -127,43 +137,37 @@ impl TaskContext {
             }
         };
         let ack = if accepted == "SubscribeToTask.Accepted" {
-            let current = self
-                .state
-                .sessions
-                .live(&self.session_id)
-                .map_or(0, |h| h.current_sequence());
-            json!({ "current_sequence": current })
+            self.subscribed()
         } else {
             json!({ "task_id": stream.first.id })
         };
-        if self
-            .frames
-            .send(server_frame(
-                accepted,
-                Some(self.request_id.clone()),
-                None,
-                ack,
-            ))
-            .await
-            .is_err()
-        {
+        if self.accept(accepted, ack).await.is_err() {
             return;
         }
         let mut task = stream.first.clone();
-        let mut events = std::pin::pin!(stream.into_events());
-        while let Some(event) = events.next().await {
+        let handle = self.state.sessions.live(&self.session_id);
+        let sent_upto = match self.replay_from {
+            Some(after) => match self.replay(handle.as_ref(), &task.id, after).await {
+                Ok(upto) => upto,
+                Err(()) => return,
+            },
+            None => 0,
+        };
+        let mut events = std::pin::pin!(stream.into_placed_events());
+        while let Some((place, event)) = events.next().await {
             let frame = match event {
                 Ok(event) => {
                     apply(&mut task, &event);
-                    let mut env = Envelope::new(
-                        "TaskStatusUpdate",
-                        uuid::Uuid::now_v7().to_string(),
-                        clock::now_rfc3339(),
-                        json!({ "task": task, "delta": event, "task_id": task.id }),
-                    );
-                    env.service_parameters =
-                        Some(self.service_parameters.clone()).filter(|p| !p.is_empty());
-                    env.to_text()
+                    let payload = json!({ "task": task, "delta": event, "task_id": task.id });
+                    match &handle {
+                        Some(h) => {
+                            match self.numbered(h, &task.id, place, payload, sent_upto).await {
+                                Some(frame) => frame,
+                                None => continue,
+                            }
+                        }
+                        None => self.unnumbered(payload),
+                    }
                 }
                 Err(e) => a2a_error_frame(&self.request_id, &e),
             };
@@ -171,6 +175,135 @@ impl TaskContext {
                 return;
             }
         }
+    }
+
+    /// What `SubscribeToTask.Accepted` says: the session's current sequence.
+    fn subscribed(&self) -> Value {
+        let sessions = &self.state.sessions;
+        let current = sessions
+            .live(&self.session_id)
+            .map_or(0, |h| h.current_sequence());
+        json!({ "current_sequence": current })
+    }
+
+    async fn accept(&self, op: &str, ack: Value) -> Result<(), ()> {
+        let frame = server_frame(op, Some(self.request_id.clone()), None, ack);
+        self.frames.send(frame).await.map_err(drop)
+    }
+
+    /// A resubscribe to a task that has ended: the updates after `replay_from`, and no more.
+    async fn replay_ended(&self, task_id: &str) {
+        if self
+            .accept("SubscribeToTask.Accepted", self.subscribed())
+            .await
+            .is_ok()
+        {
+            let handle = self.state.sessions.live(&self.session_id);
+            let after = self.replay_from.unwrap_or(0);
+            let _ = self.replay(handle.as_ref(), task_id, after).await;
+        }
+    }
+
+    fn service_parameters(&self) -> Option<Map<String, Value>> {
+        Some(self.service_parameters.clone()).filter(|p| !p.is_empty())
+    }
+
+    /// A task event numbered by the session, as every follower of the task gets it; `None`
+    /// when it went into this connection's session queue, or was replayed already.
+    async fn numbered(
+        &self,
+        handle: &SessionHandle,
+        task_id: &str,
+        place: crate::a2a::service::Place,
+        payload: Value,
+        sent_upto: u64,
+    ) -> Option<String> {
+        let update = |reply| {
+            Command::TaskUpdate(TaskUpdate {
+                task_id: task_id.to_owned(),
+                place: (place.n, place.snapshot),
+                payload: payload.clone(),
+                member: self.member.clone(),
+                service_parameters: self.service_parameters(),
+                sent_upto,
+                reply,
+            })
+        };
+        match handle.ask(update).await {
+            Some(numbered) => numbered.map(|b| String::from_utf8_lossy(&b).into_owned()),
+            // The session ended meanwhile: the event goes out without a number.
+            None => Some(self.unnumbered(payload)),
+        }
+    }
+
+    fn unnumbered(&self, payload: Value) -> String {
+        let id = uuid::Uuid::now_v7().to_string();
+        let mut env = Envelope::new(TASK_UPDATE, id, clock::now_rfc3339(), payload);
+        env.service_parameters = self.service_parameters();
+        env.to_text()
+    }
+
+    /// Sends the retained updates of task `task_id` after sequence `after`, in order (or
+    /// `REPLAY_OUT_OF_RANGE`); the last sequence sent. A session that has ended replays
+    /// from the store.
+    async fn replay(
+        &self,
+        handle: Option<&SessionHandle>,
+        task_id: &str,
+        after: u64,
+    ) -> Result<u64, ()> {
+        let plan = match handle {
+            Some(h) => h.ask(|r| Command::Replay(after, r)).await,
+            None => None,
+        };
+        let plan = match plan {
+            Some(plan) => plan,
+            None => Replay::Range {
+                store: Some((after, u64::MAX)),
+                ring: Vec::new(),
+            },
+        };
+        let (store, ring) = match plan {
+            Replay::Range { store, ring } => (store, ring),
+            Replay::OutOfRange { floor, current } => {
+                let message = format!(
+                    "replay_from is outside the retained window: frames after sequence {floor} are retained, up to {current}"
+                );
+                let refused = error_frame(
+                    Some(self.request_id.clone()),
+                    ErrorCode::ReplayOutOfRange,
+                    &message,
+                );
+                return self.frames.send(refused).await.map(|_| after).map_err(drop);
+            }
+            Replay::None => return Ok(after),
+        };
+        let stored = match store {
+            Some((from, before)) => (self.state.store)
+                .frames_between(&self.session_id, from, before)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "reading task updates to replay failed");
+                    Vec::new()
+                }),
+            None => Vec::new(),
+        };
+        let mut upto = after;
+        for f in stored.iter().chain(&ring).filter(|f| is_task_update(f)) {
+            let crate::store::FrameBody::Envelope { text, .. } = &f.body else {
+                continue;
+            };
+            let Ok(mut env) = serde_json::from_slice::<Envelope>(text) else {
+                continue;
+            };
+            if env.payload["task_id"] != task_id {
+                continue;
+            }
+            env.service_parameters = self.service_parameters();
+            self.frames.send(env.to_text()).await.map_err(drop)?;
+            upto = f.sequence;
+        }
+        Ok(upto)
     }
 }
 
