@@ -53,11 +53,9 @@ fn ext(t: &Terminal) -> &TerminalExt {
     t.unchecked_ref()
 }
 
-/// Opens xterm.js in `host` and runs the connection until the page goes away.
-pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: TermUi) {
-    let (tx, rx) = unbounded::<Command>();
-    ui.commands.set_value(Some(tx.clone()));
-
+/// Opens xterm.js in `host`: the fit and Unicode 11 addons, WebGL unless the DOM renderer
+/// was chosen (localStorage "ptyhost.renderer" = "dom"), no keyboard until it is wanted.
+pub fn open_terminal(host: &web_sys::HtmlElement) -> (Rc<Terminal>, FitAddon) {
     let options = TerminalOptions::new();
     options.set_cursor_blink(true);
     options.set_font_size(14);
@@ -85,6 +83,21 @@ pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: 
     {
         leptos::logging::log!("WebGL unavailable; using the DOM renderer");
     }
+    (term, fit)
+}
+
+/// Writes bytes to xterm.js, with nothing to do once they are parsed.
+pub fn write_bytes(term: &Terminal, bytes: &[u8]) {
+    let nothing = js_sys::Function::new_no_args("");
+    ext(term).write_bytes(&Uint8Array::from(bytes), &nothing);
+}
+
+/// Opens xterm.js in `host` and runs the connection until the page goes away.
+pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: TermUi) {
+    let (tx, rx) = unbounded::<Command>();
+    ui.commands.set_value(Some(tx.clone()));
+
+    let (term, fit) = open_terminal(&host);
 
     let keys = tx.clone();
     let on_data = Closure::<dyn FnMut(String)>::new(move |data: String| {

@@ -7,6 +7,7 @@ pub mod api;
 #[cfg(feature = "hydrate")]
 mod client;
 mod files;
+mod player;
 mod sessions;
 mod tasks;
 mod terminal;
@@ -69,6 +70,7 @@ pub fn App() -> impl IntoView {
                 <Routes fallback=|| view! { <p>"Not found."</p> }>
                     <Route path=path!("/") view=|| view! { <Gate><sessions::SessionsPage/></Gate> }/>
                     <Route path=path!("/sessions/:sid") view=|| view! { <Gate><terminal::TerminalPage/></Gate> }/>
+                    <Route path=path!("/sessions/:sid/play") view=|| view! { <Gate><player::PlayerPage/></Gate> }/>
                     <Route path=path!("/card") view=CardPage/>
                 </Routes>
             </main>

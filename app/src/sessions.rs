@@ -90,7 +90,8 @@ pub fn SessionsPage() -> impl IntoView {
                             let created = s.created_at.clone();
                             view! {
                                 <tr data-session=s.session_id.clone() data-state=s.state.clone()>
-                                    <td><a href=format!("/sessions/{}", s.session_id)>{s.label.clone().unwrap_or_else(|| short(&s.session_id))}</a></td>
+                                    // A closed session opens in the player.
+                                    <td><a href=if running { format!("/sessions/{}", s.session_id) } else { format!("/sessions/{}/play", s.session_id) }>{s.label.clone().unwrap_or_else(|| short(&s.session_id))}</a></td>
                                     <td><code>{s.command()}</code></td>
                                     <td>{state}</td>
                                     <td>{format!("{}×{}", s.cols, s.rows)}</td>

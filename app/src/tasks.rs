@@ -19,18 +19,18 @@ struct TaskPage {
 
 /// A task as a row shows it.
 #[derive(Debug, Clone, PartialEq)]
-struct Row {
-    id: String,
-    command: String,
-    state: TaskState,
-    exit_code: Option<i64>,
+pub(crate) struct Row {
+    pub(crate) id: String,
+    pub(crate) command: String,
+    pub(crate) state: TaskState,
+    pub(crate) exit_code: Option<i64>,
     /// Milliseconds from creation to the last status change (to now while it runs).
     duration_ms: Option<f64>,
 }
 
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 impl Row {
-    fn of(task: &Task, now_ms: f64) -> Row {
+    pub(crate) fn of(task: &Task, now_ms: f64) -> Row {
         let created = uuid_v7_ms(&task.id);
         let ended = task.status.timestamp.as_deref().and_then(timestamp_ms);
         let end = if task.status.state.is_terminal() {
@@ -54,7 +54,7 @@ impl Row {
 
 /// The creation time of a UUIDv7 (the ids ptyhost gives tasks): its first 48 bits.
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-fn uuid_v7_ms(id: &str) -> Option<f64> {
+pub(crate) fn uuid_v7_ms(id: &str) -> Option<f64> {
     let hex: String = id.chars().filter(|c| *c != '-').take(12).collect();
     (hex.len() == 12 && id.as_bytes().get(14) == Some(&b'7'))
         .then(|| u64::from_str_radix(&hex, 16).ok().map(|ms| ms as f64))
@@ -73,7 +73,7 @@ fn timestamp_ms(_: &str) -> Option<f64> {
 }
 
 /// `completed`, `input-required`, …
-fn state_label(state: TaskState) -> String {
+pub(crate) fn state_label(state: TaskState) -> String {
     state
         .name()
         .trim_start_matches("TASK_STATE_")

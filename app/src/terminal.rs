@@ -171,6 +171,7 @@ pub fn TerminalPage() -> impl IntoView {
                 <h1 id="term-title">"Session " <code>{move || short(&sid())}</code></h1>
                 <span class="status" role="status" data-status=move || ui.status.get()>{move || ui.status.get()}</span>
                 <span class="role" data-role=move || role_name(ui.role.get())>{move || role_name(ui.role.get())}</span>
+                <a class="play-link" href=move || format!("/sessions/{}/play", sid())>"Play back"</a>
             </header>
             <div class="term-actions">
                 <Show

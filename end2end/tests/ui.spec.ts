@@ -127,6 +127,85 @@ test("the terminal page lists the session's A2A tasks live and shows a task's ou
   await expect(rows(ctl)).toContainText('task-42', { timeout: 1000 });
 });
 
+/** A call to the API as the signed-in page: the JSON answer. */
+async function api(page: Page, method: string, path: string, body?: unknown): Promise<any> {
+  return page.evaluate(async ({ method, path, body }) => {
+    const r = await fetch(path, {
+      method,
+      headers: { 'Authorization': `Bearer ${sessionStorage.getItem('ptyhost.token')}`, 'A2A-Version': '1.0', 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return r.json();
+  }, { method, path, body });
+}
+
+/** Sets the player's timeline to unix ms `at`, as a drag of the slider ends. */
+async function seekTo(page: Page, at: number) {
+  await page.locator('input[name=timeline]').evaluate((el: HTMLInputElement, at) => {
+    el.value = String(at);
+    el.dispatchEvent(new Event('change', { bubbles: true }));
+  }, at);
+}
+
+test('a finished session plays back: seeks paint the stored screen, and 8x plays in an eighth of the time', async () => {
+  const rec = (await api(ctl, 'POST', '/sessions', { command: 'for i in 1 2 3 4 5 6 7 8; do echo line-$i; sleep 0.5; done' })).session_id;
+  await expect.poll(async () => (await api(ctl, 'GET', `/sessions/${rec}`)).state, { timeout: 15_000 }).toBe('closed');
+  const session = await api(ctl, 'GET', `/sessions/${rec}`);
+  const all = (await api(ctl, 'GET', `/sessions/${rec}/frames?after=0`)).frames;
+  // When each line appeared, from the stored frames.
+  const printed: Record<string, number> = {};
+  for (const f of all) {
+    if (f.payload?.kind !== 'Output') continue;
+    for (const m of atob(f.payload.data).matchAll(/line-(\d)/g)) printed[m[0]] ??= Date.parse(f.ts);
+  }
+  expect(Object.keys(printed)).toHaveLength(8);
+
+  await ctl.goto(`/sessions/${rec}/play`);
+  await expect(ctl.locator('.player .status')).toHaveText('ready');
+  for (const [after, before] of [['line-3', 'line-4'], ['line-6', 'line-7']]) {
+    const at = (printed[after] + printed[before]) / 2;
+    await seekTo(ctl, at);
+    // What the session had printed by then, and nothing after it.
+    const expected = Object.entries(printed).filter(([, t]) => t <= at).map(([line]) => line);
+    await expect.poll(async () => (await screenLines(ctl)).filter((l) => l.startsWith('line-'))).toEqual(expected);
+  }
+  await ctl.screenshot({ path: test.info().outputPath('player.png') });
+
+  const start = Date.parse(session.created_at);
+  const recorded = printed['line-8'] - start;
+  await seekTo(ctl, start);
+  await expect.poll(async () => (await screenLines(ctl)).filter((l) => l.startsWith('line-'))).toEqual([]);
+  await ctl.locator('select[name=speed]').selectOption('8');
+  const playing = Date.now();
+  await ctl.getByRole('button', { name: 'Play' }).click();
+  // Polled every frame: the locator's own retries would add their back-off to the figure.
+  await ctl.waitForFunction(() => document.querySelector('.term-host .xterm-rows')?.textContent?.includes('line-8'),
+    null, { polling: 'raf', timeout: recorded });
+  const took = Date.now() - playing;
+  console.log(`8x playback of ${recorded} ms recorded took ${took} ms (an eighth: ${Math.round(recorded / 8)} ms)`);
+  expect(took).toBeLessThan(recorded / 4);
+});
+
+test("a task's marker on the timeline jumps to the task and plays its output", async () => {
+  const sent = await api(ctl, 'POST', '/message:send', { message: { messageId: crypto.randomUUID(), role: 'ROLE_USER', contextId: sid, parts: [{ text: 'echo marker-$((40+2))' }] } });
+  expect(sent.task.status.state).toBe('TASK_STATE_COMPLETED');
+  // The output is in the store (written behind within a second).
+  await expect.poll(async () => (await api(ctl, 'GET', `/sessions/${sid}/frames?at=${Date.now()}&keyframe=true`)).frames
+    .some((f: any) => f.payload?.kind === 'Output' && atob(f.payload.data).includes('marker-42'))).toBe(true);
+  await ctl.goto(`/sessions/${sid}/play`);
+  await expect(ctl.locator('.player .status')).toHaveText('ready');
+  await expect(ctl.locator('.player .live')).toBeVisible();
+  const marker = ctl.locator(`.markers button[data-task="${sent.task.id}"]`);
+  await expect(marker).toHaveAttribute('title', /echo marker-\$\(\(40\+2\)\) \(completed, exit 0\)/);
+  await marker.click();
+  await expect(rows(ctl)).toContainText('marker-42');
+  await ctl.locator('.player .live').click();
+  await expect(ctl).toHaveURL(new RegExp(`/sessions/${sid}$`));
+  await expect(rows(ctl)).toContainText('marker-42');
+  await ctl.getByRole('button', { name: 'Take control' }).click();
+  await expect(ctl.locator('.role')).toHaveText('controller');
+});
+
 test('a file dropped on the terminal uploads into the working directory, shows in ls and downloads from the panel', async () => {
   const content = `dropped at ${Date.now()}\n`;
   const dataTransfer = await ctl.evaluateHandle((content) => {

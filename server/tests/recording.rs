@@ -178,6 +178,17 @@ async fn frames_page_by_sequence_and_by_time_and_a_seek_starts_at_the_keyframe_b
             .any(|f| seq(f) == seq(middle))
     );
 
+    // Before any keyframe, a seek starts at the first retained frame: only all of it paints
+    // that screen.
+    let early = all
+        .iter()
+        .take_while(|f| kind(f) != "Keyframe")
+        .nth(1)
+        .unwrap_or(&all[0]);
+    let at = chrono_ms(early["ts"].as_str().unwrap());
+    let (_, seek) = page(format!("at={at}&keyframe=true&limit=5")).await;
+    assert_eq!(seq(&seek["frames"][0]), seq(&all[0]), "{seek}");
+
     // An observer of the session may page it; a token bound to another session sees nothing.
     let link = s.share(&sid, json!({})).await;
     let (status, _) = s

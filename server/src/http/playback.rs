@@ -49,10 +49,12 @@ pub async fn frames(
         Some(at) => store.sequence_at(&sid, at).await?.unwrap_or(floor + 1),
         None => q.after.unwrap_or(floor) + 1,
     };
-    if q.keyframe
-        && let Some(k) = store.keyframe_before(&sid, start).await?
-    {
-        start = k;
+    if q.keyframe {
+        // Without a keyframe before the point, only the whole retained history paints it.
+        start = store
+            .keyframe_before(&sid, start)
+            .await?
+            .unwrap_or(floor + 1);
     }
     let limit = q.limit.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
     let page = store.frames_from(&sid, start.max(floor + 1), limit).await?;
