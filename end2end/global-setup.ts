@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdtempSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -37,5 +37,8 @@ export default async function globalSetup() {
   return async () => {
     server.kill('SIGTERM');
     await new Promise((r) => server.on('exit', r));
+    // The copy of the binary and the data dir go too: every run would leave 200 MB behind.
+    rmSync(alone, { recursive: true, force: true });
+    rmSync(dataDir, { recursive: true, force: true });
   };
 }

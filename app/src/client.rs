@@ -190,16 +190,20 @@ impl Screen {
         self.behind.set(false);
     }
 
+    /// The terminal element, unscaled.
+    fn unscaled(&self) -> Option<web_sys::HtmlElement> {
+        let el = self.host.first_element_child()?;
+        let el = el.dyn_into::<web_sys::HtmlElement>().ok()?;
+        let _ = el.style().remove_property("transform");
+        Some(el)
+    }
+
     /// An observer follows the controller's size and scales to fit its pane.
     fn resize_to(&self, cols: u16, rows: u16) {
         self.term.resize(u32::from(cols), u32::from(rows));
-        let Some(el) = self.host.first_element_child() else {
+        let Some(el) = self.unscaled() else {
             return;
         };
-        let Ok(el) = el.dyn_into::<web_sys::HtmlElement>() else {
-            return;
-        };
-        let _ = el.style().remove_property("transform");
         let (have, need) = (self.host.client_width(), el.scroll_width());
         if need > have && have > 0 {
             let _ = el.style().set_property(
@@ -512,7 +516,9 @@ fn on_session_frame(
 }
 
 /// A controller sizes the PTY to its pane.
+/// The controller's size: its pane, at full scale (an observer's scaling goes).
 fn fit(screen: &Screen, c: &mut Cursor) -> Vec<String> {
+    screen.unscaled();
     match screen.fitted() {
         Some(size) if size != c.size => {
             c.size = size;
@@ -530,11 +536,18 @@ fn fit(screen: &Screen, c: &mut Cursor) -> Vec<String> {
 fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Option<String> {
     let joined = c.client_id.is_some();
     match cmd {
-        Command::Input(data) if joined && c.role == Role::Controller => Some(envelope(
-            "pty.session_input",
-            serde_json::json!({ "data": STANDARD.encode(data.as_bytes()) }),
-            None,
-        )),
+        Command::Input(data) if joined && c.role == Role::Controller => {
+            let ctrl = ui.ctrl.get_untracked();
+            let data = crate::terminal::with_ctrl(ctrl, data);
+            if ctrl {
+                ui.ctrl.set(false);
+            }
+            Some(envelope(
+                "pty.session_input",
+                serde_json::json!({ "data": STANDARD.encode(data.as_bytes()) }),
+                None,
+            ))
+        }
         Command::Input(_) => None,
         Command::Fit if joined && c.role == Role::Controller => fit(screen, c).into_iter().next(),
         Command::Fit => {

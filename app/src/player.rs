@@ -4,7 +4,7 @@
 //! a marker for each A2A task, and the wall-clock time at the playhead.
 
 use leptos::prelude::*;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::api::Auth;
 
@@ -55,6 +55,9 @@ pub fn PlayerPage() -> impl IntoView {
     let auth = expect_context::<Auth>();
     let params = use_params_map();
     let sid = move || params.read().get("sid").unwrap_or_default();
+    // `?at=UNIX_MS`: where to start (a task's moment, from the terminal page).
+    let query = use_query_map();
+    let at = move || query.read().get("at").and_then(|a| a.parse::<f64>().ok());
     let ui = PlayerUi {
         playing: RwSignal::new(false),
         speed: RwSignal::new(1.0),
@@ -78,7 +81,7 @@ pub fn PlayerPage() -> impl IntoView {
             };
             if !started.get_value() {
                 started.set_value(true);
-                browser::start(el.into(), sid(), token, ui);
+                browser::start(el.into(), sid(), token, ui, at());
             }
         });
     }
@@ -217,7 +220,13 @@ mod browser {
         next_after: Option<u64>,
     }
 
-    pub fn start(host: web_sys::HtmlElement, sid: String, token: String, ui: PlayerUi) {
+    pub fn start(
+        host: web_sys::HtmlElement,
+        sid: String,
+        token: String,
+        ui: PlayerUi,
+        at: Option<f64>,
+    ) {
         let (term, _fit) = crate::client::open_terminal(&host);
         let player = Player {
             term,
@@ -227,7 +236,7 @@ mod browser {
             queue: VecDeque::new(),
             next_after: None,
         };
-        leptos::task::spawn_local(player.run());
+        leptos::task::spawn_local(player.run(at));
     }
 
     impl Player {
@@ -236,7 +245,7 @@ mod browser {
             self.ui.seek.is_disposed()
         }
 
-        async fn run(mut self) {
+        async fn run(mut self, at: Option<f64>) {
             let loaded = self.load().await;
             if self.gone() {
                 return;
@@ -245,8 +254,8 @@ mod browser {
                 self.ui.status.set(e);
                 return;
             }
-            let start = self.ui.span.get_untracked().0;
-            self.seek(start).await;
+            let (start, end) = self.ui.span.get_untracked();
+            self.seek(at.map_or(start, |at| at.clamp(start, end))).await;
             if self.gone() {
                 return;
             }

@@ -215,6 +215,10 @@ pub fn TaskList(sid: Signal<String>) -> impl IntoView {
                         };
                         let state = state_label(row.state);
                         let data_state = state.clone();
+                        // Its moment in the player.
+                        let play = uuid_v7_ms(&row.id).map(|at| {
+                            format!("/sessions/{}/play?at={}", sid.get_untracked(), at as i64)
+                        });
                         view! {
                             <li data-task=row.id.clone() data-state=data_state>
                                 <button class="task" aria-pressed=move || selected().to_string() on:click=move |_| choose(id.clone())>
@@ -223,6 +227,7 @@ pub fn TaskList(sid: Signal<String>) -> impl IntoView {
                                     {row.exit_code.map(|c| view! { <span class="tag exit">{format!("exit {c}")}</span> })}
                                     {row.duration_ms.map(|d| view! { <span class="muted dur">{duration_label(d)}</span> })}
                                 </button>
+                                {play.map(|href| view! { <a class="play" href=href title="Play this task back">"▶"</a> })}
                             </li>
                         }
                     }

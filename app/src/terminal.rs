@@ -45,6 +45,8 @@ pub struct TermUi {
     pub members: RwSignal<(Vec<Member>, Vec<Member>)>,
     pub closed: RwSignal<Option<Closed>>,
     pub notice: RwSignal<Option<String>>,
+    /// The key bar's Ctrl is held down: the next key typed is sent as its control code.
+    pub ctrl: RwSignal<bool>,
     #[cfg(feature = "hydrate")]
     pub commands:
         StoredValue<Option<futures::channel::mpsc::UnboundedSender<Command>>, LocalStorage>,
@@ -60,6 +62,7 @@ impl TermUi {
             members: RwSignal::new((Vec::new(), Vec::new())),
             closed: RwSignal::new(None),
             notice: RwSignal::new(None),
+            ctrl: RwSignal::new(false),
             #[cfg(feature = "hydrate")]
             commands: StoredValue::new_local(None),
         }
@@ -197,10 +200,69 @@ pub fn TerminalPage() -> impl IntoView {
             })}
             {move || ui.notice.get().map(|n| view! { <p class="notice" role="status">{n}</p> })}
             <div class="term-layout">
-                <div class="term-host" node_ref=host aria-label="Terminal" on:dragover=dragover on:drop=drop></div>
+                <div class="term-main">
+                    <div class="term-host" node_ref=host aria-label="Terminal" on:dragover=dragover on:drop=drop></div>
+                    <Show when=is_controller>
+                        <KeyBar ui=ui />
+                    </Show>
+                </div>
                 {side}
             </div>
         </section>
+    }
+}
+
+/// Keys a phone's keyboard lacks, for the controller (shown on narrow screens): Esc, Tab,
+/// a sticky Ctrl for the next key typed, Ctrl-C, and the arrows.
+#[component]
+fn KeyBar(ui: TermUi) -> impl IntoView {
+    const KEYS: [(&str, &str, &str); 7] = [
+        ("Esc", "Escape", "\x1b"),
+        ("Tab", "Tab", "\t"),
+        ("^C", "Ctrl-C", "\x03"),
+        ("←", "Left", "\x1b[D"),
+        ("↑", "Up", "\x1b[A"),
+        ("↓", "Down", "\x1b[B"),
+        ("→", "Right", "\x1b[C"),
+    ];
+    view! {
+        <div class="key-bar" role="toolbar" aria-label="Keys">
+            <button type="button" aria-label="Ctrl" aria-pressed=move || ui.ctrl.get().to_string()
+                on:click=move |_| {
+                    ui.ctrl.update(|c| *c = !*c);
+                    refocus();
+                }>"Ctrl"</button>
+            {KEYS.iter().map(|&(face, name, bytes)| view! {
+                <button type="button" aria-label=name
+                    on:click=move |_| {
+                        ui.send(Command::Input(bytes.to_owned()));
+                        refocus();
+                    }>{face}</button>
+            }).collect_view()}
+        </div>
+    }
+}
+
+/// Gives the keyboard back to the terminal after a key bar button took it.
+fn refocus() {
+    #[cfg(feature = "hydrate")]
+    if let Some(input) = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.query_selector(".term-host textarea").ok().flatten())
+        .and_then(|e| wasm_bindgen::JsCast::dyn_into::<web_sys::HtmlElement>(e).ok())
+    {
+        let _ = input.focus();
+    }
+}
+
+/// What a key typed sends: with the key bar's Ctrl held, a letter (or one of `@[\]^_`)
+/// becomes its control code, once.
+pub fn with_ctrl(ctrl: bool, data: String) -> String {
+    match data.as_bytes() {
+        [b] if ctrl && (b.is_ascii_alphabetic() || b"@[\\]^_".contains(b)) => {
+            char::from(b.to_ascii_uppercase() & 0x1f).to_string()
+        }
+        _ => data,
     }
 }
 
@@ -347,5 +409,24 @@ fn ShareLinks(sid: Signal<String>) -> impl IntoView {
                 </For>
             </ul>
         </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_ctrl;
+
+    #[test]
+    fn the_key_bars_ctrl_turns_the_next_letter_into_its_control_code() {
+        assert_eq!(with_ctrl(true, "c".into()), "\u{3}");
+        assert_eq!(with_ctrl(true, "D".into()), "\u{4}");
+        assert_eq!(with_ctrl(true, "[".into()), "\u{1b}");
+        assert_eq!(with_ctrl(false, "c".into()), "c");
+        assert_eq!(
+            with_ctrl(true, "ls".into()),
+            "ls",
+            "pasted text is left alone"
+        );
+        assert_eq!(with_ctrl(true, "1".into()), "1");
     }
 }

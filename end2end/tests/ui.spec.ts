@@ -352,3 +352,41 @@ test('the sessions page works at 360 px and the card page shows the card', async
   expect(errors).toEqual([]);
   expect(ctlErrors).toEqual([]);
 });
+
+test("a phone-sized terminal shows the key bar, and its Esc, Ctrl and Ctrl-C reach the PTY as the controller's", async ({ browser }) => {
+  const phone = await (await domContext(browser, { width: 390, height: 800 })).newPage();
+  const errors = watchErrors(phone);
+  await phone.goto(`/sessions/${sid}#token=${adminToken()}`);
+  await expect(rows(phone)).toContainText(/[#$]/);
+  // The desktop operator hands control over.
+  await ctl.getByRole('button', { name: 'Release' }).click();
+  await expect(ctl.locator('.role')).toHaveText('observer');
+  await phone.getByRole('button', { name: 'Take control' }).click();
+  await expect(phone.locator('.role')).toHaveText('controller');
+  const keys = phone.getByRole('toolbar', { name: 'Keys' });
+  await expect(keys).toBeVisible();
+  await phone.screenshot({ path: test.info().outputPath('phone-terminal.png') });
+
+  // Esc reaches cat -v, which shows it as ^[; the bar's sticky Ctrl and a typed c end it.
+  await typeLine(phone, 'cat -v');
+  await keys.getByRole('button', { name: 'Escape' }).click();
+  await phone.keyboard.press('Enter');
+  await expect(rows(phone)).toContainText('^[');
+  await keys.getByRole('button', { name: 'Ctrl', exact: true }).click();
+  await expect(keys.getByRole('button', { name: 'Ctrl', exact: true })).toHaveAttribute('aria-pressed', 'true');
+  await phone.keyboard.type('c');
+  await expect(keys.getByRole('button', { name: 'Ctrl', exact: true })).toHaveAttribute('aria-pressed', 'false');
+  await typeLine(phone, 'echo after-$((1+1))');
+  await expect(rows(phone)).toContainText('after-2');
+
+  // The bar's Ctrl-C interrupts a running command.
+  await typeLine(phone, 'sleep 30; echo not-interrupted');
+  await keys.getByRole('button', { name: 'Ctrl-C' }).click();
+  await typeLine(phone, 'echo interrupted-$((2+2))');
+  await expect(rows(phone)).toContainText('interrupted-4');
+  const printed = await serverOutput(phone, sid);
+  expect(printed).toContain('^[');
+  // The command line is echoed; its output never came.
+  expect(printed).not.toMatch(/(^|\n)not-interrupted/);
+  expect(errors).toEqual([]);
+});
