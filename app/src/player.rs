@@ -86,7 +86,7 @@ pub fn PlayerPage() -> impl IntoView {
         });
     }
     #[cfg(not(feature = "hydrate"))]
-    let _ = auth;
+    let _ = (auth, at);
 
     let percent = move |at: f64| {
         let (start, end) = ui.span.get();

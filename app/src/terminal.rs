@@ -257,6 +257,7 @@ fn refocus() {
 
 /// What a key typed sends: with the key bar's Ctrl held, a letter (or one of `@[\]^_`)
 /// becomes its control code, once.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 pub fn with_ctrl(ctrl: bool, data: String) -> String {
     match data.as_bytes() {
         [b] if ctrl && (b.is_ascii_alphabetic() || b"@[\\]^_".contains(b)) => {
