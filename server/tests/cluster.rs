@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use base64::Engine as _;
 use common::*;
 use serde_json::{Value, json};
 
@@ -264,6 +265,28 @@ async fn files_of_a_session_go_to_and_come_from_its_node() {
         401,
         "node B refuses what it cannot authenticate"
     );
+
+    // A caller cannot pass itself off as another principal through the forwarding node.
+    let observer = c[1].token("pty:observe", None).await;
+    let forged = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(
+        json!({ "token_id": "x", "scope": "pty:admin", "session_id": null, "label": null,
+                "share_link": false })
+        .to_string(),
+    );
+    let refused = c[1]
+        .http
+        .delete(c[1].url(&format!("/sessions/{sid}")))
+        .bearer_auth(&observer)
+        .header("x-ptyhost-principal", forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        403,
+        "the owner sees the observer B authenticated"
+    );
+    assert_eq!(c[0].session(sid).await["state"], "running");
 }
 
 #[tokio::test]

@@ -260,8 +260,13 @@ pub async fn http(
         .http()
         .request(parts.method.clone(), &url)
         .body(reqwest::Body::wrap_stream(body.into_data_stream()));
+    // The caller's credentials, and anything claiming to be forwarding headers, stay here.
+    let own = [FORWARD_HEADER, PRINCIPAL_HEADER];
     for (name, value) in &parts.headers {
-        if name != axum::http::header::AUTHORIZATION && !HOP_BY_HOP.contains(&name.as_str()) {
+        if name != axum::http::header::AUTHORIZATION
+            && !HOP_BY_HOP.contains(&name.as_str())
+            && !own.contains(&name.as_str())
+        {
             out = out.header(name, value);
         }
     }
