@@ -49,6 +49,18 @@ extern "C" {
     fn options(this: &TerminalExt) -> TerminalOptions;
 }
 
+#[wasm_bindgen(module = "xterm-addon-search")]
+extern "C" {
+    /// xterm.js's search addon: finds text in the scrollback and selects it.
+    pub type SearchAddon;
+    #[wasm_bindgen(constructor)]
+    fn new() -> SearchAddon;
+    #[wasm_bindgen(method, js_name = findNext)]
+    fn find_next(this: &SearchAddon, term: &str) -> bool;
+    #[wasm_bindgen(method, js_name = findPrevious)]
+    fn find_previous(this: &SearchAddon, term: &str) -> bool;
+}
+
 fn ext(t: &Terminal) -> &TerminalExt {
     t.unchecked_ref()
 }
@@ -98,6 +110,17 @@ pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: 
     ui.commands.set_value(Some(tx.clone()));
 
     let (term, fit) = open_terminal(&host);
+    let search = SearchAddon::new();
+    let _ = ext(&term).try_load_addon(&search);
+    // What is selected is copied, as terminals do on select.
+    let selecting = term.clone();
+    let on_selection = Closure::<dyn FnMut()>::new(move || {
+        if selecting.has_selection() {
+            copy_to_clipboard(&selecting.get_selection());
+        }
+    });
+    term.on_selection_change(on_selection.as_ref().unchecked_ref());
+    on_selection.forget();
 
     let keys = tx.clone();
     let on_data = Closure::<dyn FnMut(String)>::new(move |data: String| {
@@ -117,6 +140,7 @@ pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: 
     let screen = Screen {
         term,
         fit,
+        search,
         host,
         tx,
         pending: Rc::new(Cell::new(0)),
@@ -130,6 +154,7 @@ pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: 
 struct Screen {
     term: Rc<Terminal>,
     fit: FitAddon,
+    search: SearchAddon,
     host: web_sys::HtmlElement,
     tx: UnboundedSender<Command>,
     /// Bytes written to xterm.js whose write callback has not run yet.
@@ -549,6 +574,14 @@ fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Opt
             ))
         }
         Command::Input(_) => None,
+        Command::Find(text, forward) => {
+            let found = match forward {
+                true => screen.search.find_next(&text),
+                false => screen.search.find_previous(&text),
+            };
+            ui.found.try_set(Some(found));
+            None
+        }
         Command::Fit if joined && c.role == Role::Controller => fit(screen, c).into_iter().next(),
         Command::Fit => {
             if c.size.0 > 0 {

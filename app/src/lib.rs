@@ -21,7 +21,7 @@ use crate::api::Auth;
 
 /// Resolves the bare module names of the xterm-js-rs bindings to the ESM builds of
 /// xterm.js that the build brings from npm into `public/vendor/`.
-const IMPORT_MAP: &str = r#"{"imports":{"xterm":"/vendor/xterm.mjs","xterm-addon-fit":"/vendor/addon-fit.mjs","xterm-addon-unicode11":"/vendor/addon-unicode11.mjs","xterm-addon-webgl":"/vendor/addon-webgl.mjs"}}"#;
+const IMPORT_MAP: &str = r#"{"imports":{"xterm":"/vendor/xterm.mjs","xterm-addon-fit":"/vendor/addon-fit.mjs","xterm-addon-unicode11":"/vendor/addon-unicode11.mjs","xterm-addon-webgl":"/vendor/addon-webgl.mjs","xterm-addon-search":"/vendor/addon-search.mjs"}}"#;
 
 /// The HTML document around the app, rendered on the server. The import map must come
 /// before the hydration scripts that import the bindings.

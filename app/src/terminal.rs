@@ -20,6 +20,8 @@ pub enum Command {
     CatchUp,
     /// Output up to this sequence is rendered (flow control).
     Ack(u64),
+    /// Find this text in the scrollback, onwards (`true`) or back.
+    Find(String, bool),
 }
 
 /// A member as shown: client id and label.
@@ -47,6 +49,8 @@ pub struct TermUi {
     pub notice: RwSignal<Option<String>>,
     /// The key bar's Ctrl is held down: the next key typed is sent as its control code.
     pub ctrl: RwSignal<bool>,
+    /// Whether the last search found its text.
+    pub found: RwSignal<Option<bool>>,
     #[cfg(feature = "hydrate")]
     pub commands:
         StoredValue<Option<futures::channel::mpsc::UnboundedSender<Command>>, LocalStorage>,
@@ -63,6 +67,7 @@ impl TermUi {
             closed: RwSignal::new(None),
             notice: RwSignal::new(None),
             ctrl: RwSignal::new(false),
+            found: RwSignal::new(None),
             #[cfg(feature = "hydrate")]
             commands: StoredValue::new_local(None),
         }
@@ -201,6 +206,7 @@ pub fn TerminalPage() -> impl IntoView {
             {move || ui.notice.get().map(|n| view! { <p class="notice" role="status">{n}</p> })}
             <div class="term-layout">
                 <div class="term-main">
+                    <Search ui=ui />
                     <div class="term-host" node_ref=host aria-label="Terminal" on:dragover=dragover on:drop=drop></div>
                     <Show when=is_controller>
                         <KeyBar ui=ui />
@@ -209,6 +215,40 @@ pub fn TerminalPage() -> impl IntoView {
                 {side}
             </div>
         </section>
+    }
+}
+
+/// Search in the scrollback (xterm.js's search addon): Enter or "Next" finds onwards,
+/// "Previous" back; the match is selected (and so copied).
+#[component]
+fn Search(ui: TermUi) -> impl IntoView {
+    let text = RwSignal::new(String::new());
+    let find = move |forward: bool| {
+        let t = text.get_untracked();
+        if !t.is_empty() {
+            ui.send(Command::Find(t, forward));
+        }
+    };
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        find(true);
+    };
+    let state = move || match ui.found.get() {
+        Some(true) => "found",
+        Some(false) => "not found",
+        None => "",
+    };
+    view! {
+        <form class="search" role="search" on:submit=submit>
+            <input type="search" name="search" aria-label="Search the scrollback" placeholder="Search"
+                prop:value=text on:input=move |ev| {
+                    text.set(event_target_value(&ev));
+                    ui.found.set(None);
+                }/>
+            <button type="submit">"Next"</button>
+            <button type="button" on:click=move |_| find(false)>"Previous"</button>
+            <span class="found" data-found=state>{state}</span>
+        </form>
     }
 }
 

@@ -389,4 +389,27 @@ test("a phone-sized terminal shows the key bar, and its Esc, Ctrl and Ctrl-C rea
   // The command line is echoed; its output never came.
   expect(printed).not.toMatch(/(^|\n)not-interrupted/);
   expect(errors).toEqual([]);
+  await phone.getByRole('button', { name: 'Release' }).click();
+  await expect(phone.locator('.role')).toHaveText('observer');
+});
+
+test('search in the scrollback finds a string printed 2,000 lines earlier, and says when nothing matches', async () => {
+  // The desktop operator takes control back from the phone.
+  await expect(ctl.getByRole('button', { name: 'Take control' })).toBeEnabled();
+  await ctl.getByRole('button', { name: 'Take control' }).click();
+  await expect(ctl.locator('.role')).toHaveText('controller');
+  await typeLine(ctl, 'echo needle-$((6*7)); seq 1 2000');
+  await expect(rows(ctl)).toContainText('2000');
+  await expect(rows(ctl)).not.toContainText('needle-42');
+  const box = ctl.getByRole('searchbox', { name: 'Search the scrollback' });
+  await box.fill('needle-42');
+  await box.press('Enter');
+  await expect(ctl.locator('.search .found')).toHaveAttribute('data-found', 'found');
+  await expect(rows(ctl)).toContainText('needle-42');
+  // The match is selected, and what is selected is copied.
+  await ctl.context().grantPermissions(['clipboard-read', 'clipboard-write']);
+  await expect.poll(() => ctl.evaluate(() => navigator.clipboard.readText())).toBe('needle-42');
+  await box.fill('printed-nowhere');
+  await box.press('Enter');
+  await expect(ctl.locator('.search .found')).toHaveAttribute('data-found', 'not found');
 });

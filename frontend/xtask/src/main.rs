@@ -33,6 +33,10 @@ const VENDOR: &[(&str, &str)] = &[
         "addon-unicode11.mjs",
     ),
     ("@xterm/addon-webgl/lib/addon-webgl.mjs", "addon-webgl.mjs"),
+    (
+        "@xterm/addon-search/lib/addon-search.mjs",
+        "addon-search.mjs",
+    ),
 ];
 
 /// What the browser gets compressed: everything but images that are already small.
