@@ -149,6 +149,25 @@ mod browser {
             })
     }
 
+    /// Runs `start` once, when `host` is in the page and a token is signed in: what a page
+    /// with a terminal does to bring up its browser side.
+    pub fn start_once(
+        host: NodeRef<leptos::html::Div>,
+        auth: Auth,
+        start: impl Fn(web_sys::HtmlElement, String) + 'static,
+    ) {
+        let started = StoredValue::new(false);
+        Effect::new(move |_| {
+            let (Some(el), Some(token)) = (host.get(), auth.token.get()) else {
+                return;
+            };
+            if !started.get_value() {
+                started.set_value(true);
+                start(el.into(), token);
+            }
+        });
+    }
+
     /// Runs `load` now and then every `period_ms` while the calling component lives and
     /// its sign-in stays the same.
     pub fn poll(auth: Auth, period_ms: u32, load: impl Fn() + Copy + 'static) {

@@ -73,18 +73,9 @@ pub fn PlayerPage() -> impl IntoView {
     let host = NodeRef::<leptos::html::Div>::new();
 
     #[cfg(feature = "hydrate")]
-    {
-        let started = StoredValue::new(false);
-        Effect::new(move |_| {
-            let (Some(el), Some(token)) = (host.get(), auth.token.get()) else {
-                return;
-            };
-            if !started.get_value() {
-                started.set_value(true);
-                browser::start(el.into(), sid(), token, ui, at());
-            }
-        });
-    }
+    crate::api::start_once(host, auth, move |el, token| {
+        browser::start(el, sid(), token, ui, at())
+    });
     #[cfg(not(feature = "hydrate"))]
     let _ = (auth, at);
 

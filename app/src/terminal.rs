@@ -95,16 +95,8 @@ pub fn TerminalPage() -> impl IntoView {
 
     #[cfg(feature = "hydrate")]
     {
-        let started = StoredValue::new(false);
-        Effect::new(move |_| {
-            let (Some(el), Some(token)) = (host.get(), auth.token.get()) else {
-                return;
-            };
-            if started.get_value() {
-                return;
-            }
-            started.set_value(true);
-            crate::client::start(el.into(), sid(), token, ui);
+        crate::api::start_once(host, auth, move |el, token| {
+            crate::client::start(el, sid(), token, ui)
         });
         on_cleanup(move || ui.commands.set_value(None));
     }

@@ -90,15 +90,7 @@ async fn every_node_lists_the_cluster_s_nodes_and_sessions() {
         403,
         "listing nodes needs pty:admin"
     );
-    let metrics = c[2]
-        .http
-        .get(format!("http://{}/metrics", c[2].addr))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = c[2].metrics().await;
     for line in [
         "ptyhost_node_alive{node_id=\"node-a\"} 1",
         "ptyhost_node_sessions{node_id=\"node-a\"} 1",

@@ -243,17 +243,21 @@ impl TestServer {
         self.addr = next.addr.clone();
     }
 
-    /// A metric's value from `/metrics`.
-    pub async fn metric(&self, name: &str) -> u64 {
-        let text = self
-            .http
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics(&self) -> String {
+        self.http
             .get(format!("http://{}/metrics", self.addr))
             .send()
             .await
             .unwrap()
             .text()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// A metric's value from `/metrics`.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let text = self.metrics().await;
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("{name} ")))
             .and_then(|v| v.trim().parse().ok())
