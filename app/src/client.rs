@@ -68,9 +68,19 @@ fn ext(t: &Terminal) -> &TerminalExt {
 /// Opens xterm.js in `host`: the fit and Unicode 11 addons, WebGL unless the DOM renderer
 /// was chosen (localStorage "ptyhost.renderer" = "dom"), no keyboard until it is wanted.
 pub fn open_terminal(host: &web_sys::HtmlElement) -> (Rc<Terminal>, FitAddon) {
+    open_terminal_with(host, 14, true)
+}
+
+/// `open_terminal` at `font_size`, and without WebGL when `webgl` is false (a page of many
+/// small terminals: browsers give a page a handful of WebGL contexts).
+pub fn open_terminal_with(
+    host: &web_sys::HtmlElement,
+    font_size: u32,
+    webgl: bool,
+) -> (Rc<Terminal>, FitAddon) {
     let options = TerminalOptions::new();
     options.set_cursor_blink(true);
-    options.set_font_size(14);
+    options.set_font_size(font_size);
     options.set_scrollback(5000);
     options.set_disable_stdin(true);
     // The Unicode 11 width tables (matching the server's emulator) are a "proposed" API.
@@ -88,7 +98,8 @@ pub fn open_terminal(host: &web_sys::HtmlElement) -> (Rc<Terminal>, FitAddon) {
         .and_then(|w| w.local_storage().ok().flatten())
         .and_then(|s| s.get_item("ptyhost.renderer").ok().flatten())
         .is_some_and(|r| r == "dom");
-    if !dom_chosen
+    if webgl
+        && !dom_chosen
         && ext(&term)
             .try_load_addon(&WebglAddon::new(None).into())
             .is_err()
@@ -96,6 +107,30 @@ pub fn open_terminal(host: &web_sys::HtmlElement) -> (Rc<Terminal>, FitAddon) {
         leptos::logging::log!("WebGL unavailable; using the DOM renderer");
     }
     (term, fit)
+}
+
+/// The terminal element in `host`, unscaled.
+fn unscaled(host: &web_sys::HtmlElement) -> Option<web_sys::HtmlElement> {
+    let el = host.first_element_child()?;
+    let el = el.dyn_into::<web_sys::HtmlElement>().ok()?;
+    let _ = el.style().remove_property("transform");
+    Some(el)
+}
+
+/// Scales the terminal in `host` down until it fits its width (a screen larger than the
+/// pane it is watched in).
+pub fn scale_into(host: &web_sys::HtmlElement) {
+    let Some(el) = unscaled(host) else {
+        return;
+    };
+    let (have, need) = (host.client_width(), el.scroll_width());
+    if need > have && have > 0 {
+        let _ = el.style().set_property(
+            "transform",
+            &format!("scale({})", f64::from(have) / f64::from(need)),
+        );
+        let _ = el.style().set_property("transform-origin", "top left");
+    }
 }
 
 /// Writes bytes to xterm.js, with nothing to do once they are parsed.
@@ -217,26 +252,13 @@ impl Screen {
 
     /// The terminal element, unscaled.
     fn unscaled(&self) -> Option<web_sys::HtmlElement> {
-        let el = self.host.first_element_child()?;
-        let el = el.dyn_into::<web_sys::HtmlElement>().ok()?;
-        let _ = el.style().remove_property("transform");
-        Some(el)
+        unscaled(&self.host)
     }
 
     /// An observer follows the controller's size and scales to fit its pane.
     fn resize_to(&self, cols: u16, rows: u16) {
         self.term.resize(u32::from(cols), u32::from(rows));
-        let Some(el) = self.unscaled() else {
-            return;
-        };
-        let (have, need) = (self.host.client_width(), el.scroll_width());
-        if need > have && have > 0 {
-            let _ = el.style().set_property(
-                "transform",
-                &format!("scale({})", f64::from(have) / f64::from(need)),
-            );
-            let _ = el.style().set_property("transform-origin", "top left");
-        }
+        scale_into(&self.host);
     }
 
     /// The size that fills the pane, for a controller.

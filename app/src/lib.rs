@@ -11,6 +11,7 @@ mod player;
 mod sessions;
 mod tasks;
 mod terminal;
+mod wall;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
@@ -60,6 +61,7 @@ pub fn App() -> impl IntoView {
         <Router>
             <nav class="top">
                 <a href="/" class="brand">"ptyhost"</a>
+                <a href="/wall">"Wall"</a>
                 <a href="/card">"Agent card"</a>
                 <span class="who">{move || auth.me.get().map(|m| format!("{}{}", m.label.map(|l| format!("{l} · ")).unwrap_or_default(), m.scope))}</span>
                 <Show when=move || auth.token.get().is_some()>
@@ -71,6 +73,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/") view=|| view! { <Gate><sessions::SessionsPage/></Gate> }/>
                     <Route path=path!("/sessions/:sid") view=|| view! { <Gate><terminal::TerminalPage/></Gate> }/>
                     <Route path=path!("/sessions/:sid/play") view=|| view! { <Gate><player::PlayerPage/></Gate> }/>
+                    <Route path=path!("/wall") view=|| view! { <Gate><wall::WallPage/></Gate> }/>
                     <Route path=path!("/card") view=CardPage/>
                 </Routes>
             </main>

@@ -413,3 +413,37 @@ test('search in the scrollback finds a string printed 2,000 lines earlier, and s
   await box.press('Enter');
   await expect(ctl.locator('.search .found')).toHaveAttribute('data-found', 'not found');
 });
+
+test('the wall shows every running session live, stays responsive while one floods, and a tile opens its session', async ({ browser }) => {
+  const made: string[] = [];
+  for (let i = 1; i <= 5; i++) made.push((await api(ctl, 'POST', '/sessions', { command: `echo tile-$((${i}*11)); exec cat`, label: `tile ${i}` })).session_id);
+  const flood = (await api(ctl, 'POST', '/sessions', { command: 'yes flood-tile', label: 'flood' })).session_id;
+  const wall = await (await domContext(browser)).newPage();
+  const errors = watchErrors(wall);
+  await wall.goto(`/wall#token=${adminToken()}`);
+  for (let i = 1; i <= 5; i++) {
+    await expect(wall.locator(`.tile[data-session="${made[i - 1]}"] .tile-screen`)).toContainText(`tile-${i * 11}`);
+  }
+  const floodTile = wall.locator(`.tile[data-session="${flood}"]`);
+  await expect(floodTile.locator('.tile-screen')).toContainText('flood-tile');
+  await expect(floodTile).toContainText('yes flood-tile');
+  // A script call answers at once while the flood goes on.
+  const answers: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const t = Date.now();
+    await wall.evaluate(() => 1);
+    answers.push(Date.now() - t);
+    await wall.waitForTimeout(200);
+  }
+  answers.sort((a, b) => a - b);
+  console.log(`wall with a flooding tile: script calls answered in ${answers[0]}..${answers[9]} ms (median ${answers[5]})`);
+  expect(answers[5]).toBeLessThan(100);
+  await wall.screenshot({ path: test.info().outputPath('wall.png') });
+  // A session that ends leaves the wall; a click on a tile opens its terminal.
+  await api(ctl, 'DELETE', `/sessions/${flood}`);
+  await expect(floodTile).toHaveCount(0, { timeout: 10_000 });
+  await wall.locator(`.tile[data-session="${made[0]}"]`).click();
+  await expect(wall).toHaveURL(new RegExp(`/sessions/${made[0]}$`));
+  await expect(rows(wall)).toContainText('tile-11');
+  expect(errors).toEqual([]);
+});

@@ -1,0 +1,233 @@
+//! The wall (`/wall`): every running session the token may see as a live, read-only tile
+//! (its screen scaled down, label, command, state, who controls it, the task running in
+//! it); a click opens the session. Each tile is a pty-ws observer that acknowledges what
+//! it rendered once a second: quiet output arrives as it happens, and a flooding session
+//! costs the tile one window of output and a keyframe a second.
+
+use leptos::prelude::*;
+
+use crate::api::{Auth, Session};
+
+/// How often the list of sessions (and each tile's running task) refreshes.
+#[cfg(feature = "hydrate")]
+const REFRESH_MS: u32 = 2000;
+
+#[component]
+pub fn WallPage() -> impl IntoView {
+    let auth = expect_context::<Auth>();
+    let sessions = RwSignal::new(Vec::<Session>::new());
+    #[cfg(feature = "hydrate")]
+    crate::api::poll(auth, REFRESH_MS, move || {
+        let Some(token) = auth.token.get_untracked() else {
+            return;
+        };
+        leptos::task::spawn_local(async move {
+            if let Ok(list) = crate::api::get::<crate::api::SessionList>("/sessions", &token).await
+            {
+                let running = list.sessions.into_iter().filter(|s| s.state == "running");
+                sessions.try_set(running.collect());
+            }
+        });
+    });
+    #[cfg(not(feature = "hydrate"))]
+    let _ = auth;
+    view! {
+        <section class="wall" aria-labelledby="wall-title">
+            <h1 id="wall-title">"Wall"</h1>
+            <Show when=move || sessions.with(Vec::is_empty)>
+                <p class="muted">"No session is running."</p>
+            </Show>
+            <div class="tiles">
+                <For each=move || sessions.get() key=|s| s.session_id.clone() let:s>
+                    <Tile sid=s.session_id.clone() sessions=sessions />
+                </For>
+            </div>
+        </section>
+    }
+}
+
+#[component]
+fn Tile(sid: String, sessions: RwSignal<Vec<Session>>) -> impl IntoView {
+    let auth = expect_context::<Auth>();
+    let host = NodeRef::<leptos::html::Div>::new();
+    let task = RwSignal::new(None::<String>);
+    let info = {
+        let sid = sid.clone();
+        move || sessions.with(|all| all.iter().find(|s| s.session_id == sid).cloned())
+    };
+    #[cfg(feature = "hydrate")]
+    {
+        let (watched, polled) = (sid.clone(), StoredValue::new(sid.clone()));
+        crate::api::start_once(host, auth, move |el, token| {
+            browser::watch(el, watched.clone(), token, task)
+        });
+        crate::api::poll(auth, REFRESH_MS, move || {
+            let (Some(token), Some(sid)) = (auth.token.get_untracked(), polled.try_get_value())
+            else {
+                return;
+            };
+            leptos::task::spawn_local(async move {
+                let path = format!("/tasks?contextId={sid}&status=TASK_STATE_WORKING&pageSize=1");
+                if let Ok(page) = crate::api::get_a2a::<TaskPage>(&path, &token).await {
+                    let running = page
+                        .tasks
+                        .first()
+                        .map(|t| t.history.first().map(|m| m.text()));
+                    task.try_set(running.flatten());
+                }
+            });
+        });
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = auth;
+    let title = {
+        let info = info.clone();
+        move || {
+            info().map(|s| {
+                s.label
+                    .clone()
+                    .unwrap_or_else(|| crate::terminal::short(&s.session_id))
+            })
+        }
+    };
+    let command = {
+        let info = info.clone();
+        move || info().map(|s| s.command())
+    };
+    let controllers = move || {
+        info().map(|s| match s.controllers {
+            0 => "nobody controls it".to_owned(),
+            n => format!("{n} controlling, {} watching", s.observers),
+        })
+    };
+    view! {
+        <a class="tile" href=format!("/sessions/{sid}") data-session=sid.clone()>
+            <header>
+                <strong>{title}</strong>
+                <code>{command}</code>
+                <span class="tag">"running"</span>
+            </header>
+            <div class="tile-screen" node_ref=host></div>
+            <footer>
+                <span class="who">{controllers}</span>
+                {move || task.get().map(|t| view! { <span class="task">"task: " <code>{t}</code></span> })}
+            </footer>
+        </a>
+    }
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+struct TaskPage {
+    tasks: Vec<wire::a2a::Task>,
+}
+
+#[cfg(feature = "hydrate")]
+mod browser {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use futures::{FutureExt, SinkExt, StreamExt};
+    use gloo_net::websocket::Message;
+    use gloo_net::websocket::futures::WebSocket;
+    use leptos::prelude::*;
+    use wire::SessionFrame;
+
+    /// A tile acknowledges what it rendered this often; past its window the server skips
+    /// output for it and sends a keyframe on the next acknowledgement.
+    const ACK_MS: u32 = 1000;
+
+    /// Watches session `sid` in `host` until the tile goes away (`alive` is disposed).
+    pub fn watch(
+        host: web_sys::HtmlElement,
+        sid: String,
+        token: String,
+        alive: RwSignal<Option<String>>,
+    ) {
+        let (term, _) = crate::client::open_terminal_with(&host, 9, false);
+        leptos::task::spawn_local(async move {
+            let Some(window) = web_sys::window() else {
+                return;
+            };
+            let location = window.location();
+            let scheme = match location.protocol().as_deref() {
+                Ok("https:") => "wss",
+                _ => "ws",
+            };
+            let url = format!(
+                "{scheme}://{}/sessions/{sid}/attach",
+                location.host().unwrap_or_default()
+            );
+            let bearer = format!(
+                "{}{}",
+                wire::BEARER_SUBPROTOCOL_PREFIX,
+                URL_SAFE_NO_PAD.encode(&token)
+            );
+            let Ok(ws) =
+                WebSocket::open_with_protocols(&url, &[wire::SUBPROTOCOL_JSON, bearer.as_str()])
+            else {
+                return;
+            };
+            let (mut sink, mut stream) = ws.split();
+            let mut last = 0u64;
+            let mut acked = 0u64;
+            loop {
+                let tick = gloo_timers::future::TimeoutFuture::new(ACK_MS).fuse();
+                futures::pin_mut!(tick);
+                futures::select! {
+                    msg = stream.next().fuse() => {
+                        let Some(Ok(Message::Text(text))) = msg else { break };
+                        let Ok(env) = serde_json::from_str::<wire::Envelope>(&text) else { continue };
+                        if env.op == "binding_hello" {
+                            let join = frame(wire::OP_JOIN, serde_json::json!({ "role": "observer" }));
+                            let _ = sink.send(Message::Text(join)).await;
+                            continue;
+                        }
+                        if env.op != wire::OP_SESSION_FRAME {
+                            continue;
+                        }
+                        last = env.sequence.unwrap_or(last).max(last);
+                        match serde_json::from_value::<SessionFrame>(env.payload) {
+                            Ok(SessionFrame::Output { data, .. }) => crate::client::write_bytes(&term, &data.0),
+                            Ok(SessionFrame::Keyframe { snapshot, snapshot_cols, snapshot_rows, .. }) => {
+                                term.reset();
+                                term.resize(u32::from(snapshot_cols), u32::from(snapshot_rows));
+                                crate::client::scale_into(&host);
+                                crate::client::write_bytes(&term, &snapshot.0);
+                            }
+                            Ok(SessionFrame::Resize { cols, rows }) => {
+                                term.resize(u32::from(cols), u32::from(rows));
+                                crate::client::scale_into(&host);
+                            }
+                            _ => {}
+                        }
+                    }
+                    _ = tick => {
+                        if alive.is_disposed() {
+                            break;
+                        }
+                        if last > acked {
+                            acked = last;
+                            let ack = frame(wire::OP_ACK, serde_json::json!({ "sequence": last }));
+                            let _ = sink.send(Message::Text(ack)).await;
+                        }
+                    }
+                }
+            }
+            let _ = sink.close().await;
+            term.dispose();
+        });
+    }
+
+    fn frame(op: &str, payload: serde_json::Value) -> String {
+        let mut env = wire::Envelope::new(
+            op,
+            format!("wall-{}", js_sys::Math::random().to_bits()),
+            String::from(js_sys::Date::new_0().to_iso_string()),
+            payload,
+        );
+        if op == wire::OP_JOIN {
+            env.extensions = Some(vec![wire::EXTENSION_URI.to_owned()]);
+        }
+        env.to_text()
+    }
+}
