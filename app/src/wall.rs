@@ -170,15 +170,15 @@ mod browser {
             let (mut sink, mut stream) = ws.split();
             let mut last = 0u64;
             let mut acked = 0u64;
+            // A clock of its own: a flood's frames must not keep postponing the ack.
+            let mut ticks = gloo_timers::future::IntervalStream::new(ACK_MS).fuse();
             loop {
-                let tick = gloo_timers::future::TimeoutFuture::new(ACK_MS).fuse();
-                futures::pin_mut!(tick);
                 futures::select! {
                     msg = stream.next().fuse() => {
                         let Some(Ok(Message::Text(text))) = msg else { break };
                         let Ok(env) = serde_json::from_str::<wire::Envelope>(&text) else { continue };
                         if env.op == "binding_hello" {
-                            let join = frame(wire::OP_JOIN, serde_json::json!({ "role": "observer" }));
+                            let join = frame_text(wire::OP_JOIN, serde_json::json!({ "role": "observer" }));
                             let _ = sink.send(Message::Text(join)).await;
                             continue;
                         }
@@ -186,7 +186,14 @@ mod browser {
                             continue;
                         }
                         last = env.sequence.unwrap_or(last).max(last);
-                        match serde_json::from_value::<SessionFrame>(env.payload) {
+                        let frame = serde_json::from_value::<SessionFrame>(env.payload);
+                        if acked == 0 && matches!(frame, Ok(SessionFrame::MembershipChanged { .. })) {
+                            // Joined: acknowledging now puts the tile under flow control.
+                            acked = last;
+                            let ack = frame_text(wire::OP_ACK, serde_json::json!({ "sequence": last }));
+                            let _ = sink.send(Message::Text(ack)).await;
+                        }
+                        match frame {
                             Ok(SessionFrame::Output { data, .. }) => crate::client::write_bytes(&term, &data.0),
                             Ok(SessionFrame::Keyframe { snapshot, snapshot_cols, snapshot_rows, .. }) => {
                                 term.reset();
@@ -201,13 +208,13 @@ mod browser {
                             _ => {}
                         }
                     }
-                    _ = tick => {
+                    _ = ticks.next() => {
                         if alive.is_disposed() {
                             break;
                         }
                         if last > acked {
                             acked = last;
-                            let ack = frame(wire::OP_ACK, serde_json::json!({ "sequence": last }));
+                            let ack = frame_text(wire::OP_ACK, serde_json::json!({ "sequence": last }));
                             let _ = sink.send(Message::Text(ack)).await;
                         }
                     }
@@ -218,7 +225,7 @@ mod browser {
         });
     }
 
-    fn frame(op: &str, payload: serde_json::Value) -> String {
+    fn frame_text(op: &str, payload: serde_json::Value) -> String {
         let mut env = wire::Envelope::new(
             op,
             format!("wall-{}", js_sys::Math::random().to_bits()),
