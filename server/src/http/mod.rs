@@ -161,6 +161,8 @@ async fn to_owner(
     next: Next,
 ) -> Response {
     let owner = match params.get("sid") {
+        // Running here: no lookup.
+        Some(sid) if state.sessions.live(sid).is_some() => None,
         Some(sid) => match state.store.session(sid).await {
             Ok(Some(row)) => state.node.owner(&row).await.ok(),
             _ => None,

@@ -87,57 +87,63 @@ pub async fn attach(
                     Err(Some(refused)) => return refused,
                     Err(None) => return ApiError::node_unreachable().into_response(),
                 };
-            match upgrade {
-                Err(rejection) => rejection.into_response(),
-                Ok(ws) => {
-                    let tracker = state.connections.clone();
-                    ws.protocols([subprotocol])
-                        .read_buffer_size(READ_BUFFER_BYTES)
-                        .max_message_size(READ_LIMIT_BYTES)
-                        .max_frame_size(READ_LIMIT_BYTES)
-                        .on_upgrade(move |socket| {
-                            let held = async move {
-                                forwarded::run(state, socket, owner, sid).await;
-                                drop(admitted);
-                            };
-                            tracker.track_future(held)
-                        })
-                }
-            }
+            let tracker = state.connections.clone();
+            upgraded(upgrade, subprotocol, &tracker, admitted, move |socket| {
+                forwarded::run(state, socket, owner, sid)
+            })
         }
         Ok((principal, subprotocol, slot, Owner::Here)) => {
-            match upgrade {
-                Err(rejection) => rejection.into_response(),
-                Ok(ws) => {
-                    let tracker = state.connections.clone();
-                    let binary = subprotocol == SUBPROTOCOL_BINARY;
-                    let attach = audit::Record::new(audit::Event::Attach, &sid)
+            if upgrade.is_ok() {
+                let attach = audit::Record::new(audit::Event::Attach, &sid)
                     .by(&principal.token_id)
-                    .detail(json!({ "scope": principal.scope.as_str(), "subprotocol": subprotocol }));
-                    state.audit.record(attach);
-                    if principal.share_link {
-                        let used = audit::Record::new(audit::Event::ShareLinkUsed, &sid)
-                            .by(&principal.token_id)
-                            .detail(json!({ "to": "attach" }));
-                        state.audit.record(used);
-                    }
-                    ws.protocols([subprotocol])
-                        .read_buffer_size(READ_BUFFER_BYTES)
-                        .max_message_size(READ_LIMIT_BYTES)
-                        .max_frame_size(READ_LIMIT_BYTES)
-                        .on_upgrade(move |socket| {
-                            let connection = Connection::new(state, principal, sid, binary, slot);
-                            // The socket keeps its place among the server's connections.
-                            let held = async move {
-                                connection.run(socket).await;
-                                drop(admitted);
-                            };
-                            tracker.track_future(held)
-                        })
+                    .detail(
+                        json!({ "scope": principal.scope.as_str(), "subprotocol": subprotocol }),
+                    );
+                state.audit.record(attach);
+                if principal.share_link {
+                    let used = audit::Record::new(audit::Event::ShareLinkUsed, &sid)
+                        .by(&principal.token_id)
+                        .detail(json!({ "to": "attach" }));
+                    state.audit.record(used);
                 }
             }
+            let tracker = state.connections.clone();
+            let binary = subprotocol == SUBPROTOCOL_BINARY;
+            upgraded(upgrade, subprotocol, &tracker, admitted, move |socket| {
+                Connection::new(state, principal, sid, binary, slot).run(socket)
+            })
         }
     }
+}
+
+/// Completes the upgrade with this binding's limits and runs `serve` on the socket; the
+/// socket keeps its place among the server's connections (and its admission) until then.
+fn upgraded<F>(
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+    subprotocol: &'static str,
+    tracker: &tokio_util::task::TaskTracker,
+    admitted: Option<axum::Extension<Arc<Admitted>>>,
+    serve: impl FnOnce(WebSocket) -> F + Send + 'static,
+) -> Response
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let ws = match upgrade {
+        Ok(ws) => ws,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let tracker = tracker.clone();
+    ws.protocols([subprotocol])
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .max_message_size(READ_LIMIT_BYTES)
+        .max_frame_size(READ_LIMIT_BYTES)
+        .on_upgrade(move |socket| {
+            let held = async move {
+                serve(socket).await;
+                drop(admitted);
+            };
+            tracker.track_future(held)
+        })
 }
 
 async fn check_attach(

@@ -248,7 +248,7 @@ impl Connection {
     }
 }
 
-fn replay_out_of_range(floor: u64, current: u64) -> String {
+pub(super) fn replay_out_of_range(floor: u64, current: u64) -> String {
     format!(
         "replay_from is outside the retained window: frames after sequence {floor} are retained, up to {current}"
     )

@@ -266,9 +266,7 @@ impl TaskContext {
         let (store, ring) = match plan {
             Replay::Range { store, ring } => (store, ring),
             Replay::OutOfRange { floor, current } => {
-                let message = format!(
-                    "replay_from is outside the retained window: frames after sequence {floor} are retained, up to {current}"
-                );
+                let message = super::join::replay_out_of_range(floor, current);
                 let refused = error_frame(
                     Some(self.request_id.clone()),
                     ErrorCode::ReplayOutOfRange,
