@@ -285,7 +285,8 @@ struct Cursor {
     catch_up_in_flight: bool,
 }
 
-fn envelope(op: &str, payload: serde_json::Value, replay_from: Option<u64>) -> String {
+/// A client frame (a join also names the PTY extension).
+pub fn envelope(op: &str, payload: serde_json::Value, replay_from: Option<u64>) -> String {
     let mut env = wire::Envelope::new(
         op,
         format!("ui-{}", js_sys::Math::random().to_bits()),
@@ -299,6 +300,31 @@ fn envelope(op: &str, payload: serde_json::Value, replay_from: Option<u64>) -> S
     env.to_text()
 }
 
+/// A pty-ws/v1 (JSON) socket to session `session_id` on this page's server, the token as
+/// a `bearer.<base64url>` subprotocol entry.
+pub fn attach(session_id: &str, token: &str) -> Option<WebSocket> {
+    let location = web_sys::window()?.location();
+    let scheme = match location.protocol().ok().as_deref() {
+        Some("https:") => "wss",
+        _ => "ws",
+    };
+    let host = location.host().ok()?;
+    let url = format!("{scheme}://{host}/sessions/{session_id}/attach");
+    let bearer = format!(
+        "{}{}",
+        wire::BEARER_SUBPROTOCOL_PREFIX,
+        URL_SAFE_NO_PAD.encode(token)
+    );
+    WebSocket::open_with_protocols(&url, &[wire::SUBPROTOCOL_JSON, bearer.as_str()]).ok()
+}
+
+/// Repaints `term` from a keyframe: reset, the keyframe's size, then its snapshot.
+pub fn paint_keyframe(term: &Terminal, snapshot: &[u8], cols: u16, rows: u16) {
+    term.reset();
+    term.resize(u32::from(cols), u32::from(rows));
+    write_bytes(term, snapshot);
+}
+
 async fn run(
     screen: Screen,
     session_id: String,
@@ -306,21 +332,6 @@ async fn run(
     ui: TermUi,
     mut commands: UnboundedReceiver<Command>,
 ) {
-    let location = web_sys::window().map(|w| w.location());
-    let host = location
-        .as_ref()
-        .and_then(|l| l.host().ok())
-        .unwrap_or_default();
-    let scheme = match location.and_then(|l| l.protocol().ok()).as_deref() {
-        Some("https:") => "wss",
-        _ => "ws",
-    };
-    let url = format!("{scheme}://{host}/sessions/{session_id}/attach");
-    let bearer = format!(
-        "{}{}",
-        wire::BEARER_SUBPROTOCOL_PREFIX,
-        URL_SAFE_NO_PAD.encode(&token)
-    );
     let mut cursor = Cursor {
         last: 0,
         need_keyframe: true,
@@ -334,9 +345,7 @@ async fn run(
     let mut backoff = 500u32;
     loop {
         ui.status.try_set("connecting".into());
-        let Ok(ws) =
-            WebSocket::open_with_protocols(&url, &[wire::SUBPROTOCOL_JSON, bearer.as_str()])
-        else {
+        let Some(ws) = attach(&session_id, &token) else {
             ui.status.try_set("cannot open a WebSocket here".into());
             return;
         };

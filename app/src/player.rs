@@ -425,12 +425,12 @@ mod browser {
                     snapshot_cols,
                     snapshot_rows,
                     ..
-                } => {
-                    self.term.reset();
-                    self.term
-                        .resize(u32::from(*snapshot_cols), u32::from(*snapshot_rows));
-                    crate::client::write_bytes(&self.term, &snapshot.0);
-                }
+                } => crate::client::paint_keyframe(
+                    &self.term,
+                    &snapshot.0,
+                    *snapshot_cols,
+                    *snapshot_rows,
+                ),
                 _ => {}
             }
         }

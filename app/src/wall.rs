@@ -124,11 +124,8 @@ struct TaskPage {
 
 #[cfg(feature = "hydrate")]
 mod browser {
-    use base64::Engine as _;
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use futures::{FutureExt, SinkExt, StreamExt};
     use gloo_net::websocket::Message;
-    use gloo_net::websocket::futures::WebSocket;
     use leptos::prelude::*;
     use wire::SessionFrame;
 
@@ -145,26 +142,7 @@ mod browser {
     ) {
         let (term, _) = crate::client::open_terminal_with(&host, 9, false);
         leptos::task::spawn_local(async move {
-            let Some(window) = web_sys::window() else {
-                return;
-            };
-            let location = window.location();
-            let scheme = match location.protocol().as_deref() {
-                Ok("https:") => "wss",
-                _ => "ws",
-            };
-            let url = format!(
-                "{scheme}://{}/sessions/{sid}/attach",
-                location.host().unwrap_or_default()
-            );
-            let bearer = format!(
-                "{}{}",
-                wire::BEARER_SUBPROTOCOL_PREFIX,
-                URL_SAFE_NO_PAD.encode(&token)
-            );
-            let Ok(ws) =
-                WebSocket::open_with_protocols(&url, &[wire::SUBPROTOCOL_JSON, bearer.as_str()])
-            else {
+            let Some(ws) = crate::client::attach(&sid, &token) else {
                 return;
             };
             let (mut sink, mut stream) = ws.split();
@@ -178,7 +156,7 @@ mod browser {
                         let Some(Ok(Message::Text(text))) = msg else { break };
                         let Ok(env) = serde_json::from_str::<wire::Envelope>(&text) else { continue };
                         if env.op == "binding_hello" {
-                            let join = frame_text(wire::OP_JOIN, serde_json::json!({ "role": "observer" }));
+                            let join = crate::client::envelope(wire::OP_JOIN, serde_json::json!({ "role": "observer" }), None);
                             let _ = sink.send(Message::Text(join)).await;
                             continue;
                         }
@@ -190,16 +168,14 @@ mod browser {
                         if acked == 0 && matches!(frame, Ok(SessionFrame::MembershipChanged { .. })) {
                             // Joined: acknowledging now puts the tile under flow control.
                             acked = last;
-                            let ack = frame_text(wire::OP_ACK, serde_json::json!({ "sequence": last }));
+                            let ack = crate::client::envelope(wire::OP_ACK, serde_json::json!({ "sequence": last }), None);
                             let _ = sink.send(Message::Text(ack)).await;
                         }
                         match frame {
                             Ok(SessionFrame::Output { data, .. }) => crate::client::write_bytes(&term, &data.0),
                             Ok(SessionFrame::Keyframe { snapshot, snapshot_cols, snapshot_rows, .. }) => {
-                                term.reset();
-                                term.resize(u32::from(snapshot_cols), u32::from(snapshot_rows));
+                                crate::client::paint_keyframe(&term, &snapshot.0, snapshot_cols, snapshot_rows);
                                 crate::client::scale_into(&host);
-                                crate::client::write_bytes(&term, &snapshot.0);
                             }
                             Ok(SessionFrame::Resize { cols, rows }) => {
                                 term.resize(u32::from(cols), u32::from(rows));
@@ -214,7 +190,7 @@ mod browser {
                         }
                         if last > acked {
                             acked = last;
-                            let ack = frame_text(wire::OP_ACK, serde_json::json!({ "sequence": last }));
+                            let ack = crate::client::envelope(wire::OP_ACK, serde_json::json!({ "sequence": last }), None);
                             let _ = sink.send(Message::Text(ack)).await;
                         }
                     }
@@ -223,18 +199,5 @@ mod browser {
             let _ = sink.close().await;
             term.dispose();
         });
-    }
-
-    fn frame_text(op: &str, payload: serde_json::Value) -> String {
-        let mut env = wire::Envelope::new(
-            op,
-            format!("wall-{}", js_sys::Math::random().to_bits()),
-            String::from(js_sys::Date::new_0().to_iso_string()),
-            payload,
-        );
-        if op == wire::OP_JOIN {
-            env.extensions = Some(vec![wire::EXTENSION_URI.to_owned()]);
-        }
-        env.to_text()
     }
 }
