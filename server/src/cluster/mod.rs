@@ -11,7 +11,7 @@ pub use peers::Peers;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -149,30 +149,37 @@ impl Node {
             .collect())
     }
 
-    /// Heartbeats for as long as the process runs, and closes what dead nodes left running. A node reaps only
-    /// after it has itself beaten without a failure for a whole timeout: after the store
-    /// was unreachable, every live node gets that long to beat again before any is taken
-    /// for dead.
+    /// Heartbeats for as long as the process runs, and closes what dead nodes left running.
+    /// A node reaps only after its own heartbeats have landed on time (each within a beat
+    /// period) for a whole timeout: after the store was unreachable or slow, a heartbeat
+    /// that waited for it wrote a stale time, so every live node gets that long to beat
+    /// again before any is taken for dead.
     pub fn start(&self, sessions: Sessions, tasks: TaskService) {
         let node = self.clone();
         let every = (self.inner.timeout / 5).max(Duration::from_millis(100));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut beating_since = None;
+            let mut on_time_since = None;
             loop {
                 tick.tick().await;
-                let now = clock::now_ms();
-                if let Err(e) = node.inner.store.node_seen(&node.inner.id, now).await {
+                let began = Instant::now();
+                let beat = node
+                    .inner
+                    .store
+                    .node_seen(&node.inner.id, clock::now_ms())
+                    .await;
+                if let Err(e) = &beat {
                     tracing::warn!(error = %format!("{e:#}"), "node heartbeat failed");
-                    beating_since = None;
+                }
+                if beat.is_err() || began.elapsed() > every {
+                    on_time_since = None;
                     continue;
                 }
-                let since = *beating_since.get_or_insert(now);
-                if node.alive(since, now) {
+                if on_time_since.get_or_insert(began).elapsed() < node.inner.timeout {
                     continue;
                 }
-                if let Err(e) = node.reap(&sessions, &tasks, now).await {
+                if let Err(e) = node.reap(&sessions, &tasks, clock::now_ms()).await {
                     tracing::warn!(error = %format!("{e:#}"), "closing a dead node's sessions failed");
                 }
             }
