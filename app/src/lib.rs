@@ -11,6 +11,9 @@ mod player;
 mod sessions;
 mod tasks;
 mod terminal;
+// Its markers are made in the browser; the server renders only an empty timeline.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+mod timeline;
 mod wall;
 
 use leptos::prelude::*;

@@ -1,22 +1,14 @@
 //! The player (`/sessions/{sid}/play`): a session played back from its stored frames, live
 //! or closed, with play and pause, speed, skipping idle time, a timeline to seek on (each
 //! seek starts from the stored keyframe before the point, never from the first frame),
-//! a marker for each A2A task, and the wall-clock time at the playhead.
+//! a marker for each A2A task and for the session's joins, role changes and resizes, and
+//! the wall-clock time at the playhead.
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::api::Auth;
-
-/// A task on the timeline: where it started, what it ran, how it ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Marker {
-    pub task_id: String,
-    pub at_ms: f64,
-    pub command: String,
-    pub state: String,
-    pub exit_code: Option<i64>,
-}
+use crate::timeline::{Marker, What};
 
 /// What the page shows of the playback, written by the player task.
 #[derive(Clone, Copy)]
@@ -30,7 +22,9 @@ pub struct PlayerUi {
     pub span: RwSignal<(f64, f64)>,
     /// Frames before this time were dropped by retention.
     pub gap_until: RwSignal<Option<f64>>,
+    /// The tasks' marks, and the session's own events.
     pub markers: RwSignal<Vec<Marker>>,
+    pub events: RwSignal<Vec<Marker>>,
     pub running: RwSignal<bool>,
     pub status: RwSignal<String>,
     /// A seek asked of the player task (unix ms).
@@ -66,6 +60,7 @@ pub fn PlayerPage() -> impl IntoView {
         span: RwSignal::new((0.0, 0.0)),
         gap_until: RwSignal::new(None),
         markers: RwSignal::new(Vec::new()),
+        events: RwSignal::new(Vec::new()),
         running: RwSignal::new(false),
         status: RwSignal::new("loading".into()),
         seek: RwSignal::new(None),
@@ -88,6 +83,31 @@ pub fn PlayerPage() -> impl IntoView {
         }
     };
     let clock = move || wall_clock(ui.position.get());
+    // A click on a task's mark jumps there and plays; on an event's, it jumps there.
+    let marks = move |marks: Vec<Marker>| {
+        marks
+            .into_iter()
+            .map(|m| {
+                let at = m.at_ms;
+                let plays = matches!(m.what, What::Task(_));
+                let task = match &m.what {
+                    What::Task(id) => Some(id.clone()),
+                    _ => None,
+                };
+                view! {
+                    <li style=format!("left: {}%", percent(at))>
+                        <button type="button" data-task=task data-event=m.what.event()
+                            title=m.label.clone() aria-label=m.label on:click=move |_| {
+                                ui.seek.set(Some(at));
+                                if plays {
+                                    ui.playing.set(true);
+                                }
+                            }>{m.what.glyph()}</button>
+                    </li>
+                }
+            })
+            .collect_view()
+    };
     view! {
         <section class="player" aria-label="Playback">
             <header class="term-head">
@@ -132,24 +152,8 @@ pub fn PlayerPage() -> impl IntoView {
                             ui.seek.set(Some(at));
                         }
                     }/>
-                <ol class="markers">
-                    {move || ui.markers.get().into_iter().map(|m| {
-                        let at = m.at_ms;
-                        let label = match m.exit_code {
-                            Some(code) => format!("{} ({}, exit {code})", m.command, m.state),
-                            None => format!("{} ({})", m.command, m.state),
-                        };
-                        view! {
-                            <li style=format!("left: {}%", percent(at))>
-                                <button type="button" data-task=m.task_id.clone() title=label.clone()
-                                    aria-label=label on:click=move |_| {
-                                        ui.seek.set(Some(at));
-                                        ui.playing.set(true);
-                                    }>"▾"</button>
-                            </li>
-                        }
-                    }).collect_view()}
-                </ol>
+                <ol class="markers">{move || marks(ui.markers.get())}</ol>
+                <ol class="events">{move || marks(ui.events.get())}</ol>
             </div>
         </section>
     }
@@ -165,13 +169,15 @@ mod browser {
     use wire::SessionFrame;
     use xterm_js_rs::Terminal;
 
-    use super::{Marker, PlayerUi};
+    use super::{Marker, PlayerUi, What};
     use crate::api::{Session, get, get_a2a};
 
     /// How often the playhead moves while the player waits for the next frame.
     const TICK_MS: f64 = 50.0;
     /// "Skip idle": no wait longer than this, in real time.
     const IDLE_CAP_MS: f64 = 1000.0;
+    /// The timeline reads at most this many pages of session events.
+    const MAX_EVENT_PAGES: usize = 10;
 
     #[derive(Deserialize)]
     struct Page {
@@ -309,19 +315,47 @@ mod browser {
                     .iter()
                     .filter_map(|t| {
                         let row = crate::tasks::Row::of(t, now);
+                        let state = crate::tasks::state_label(row.state);
                         Some(Marker {
                             at_ms: crate::tasks::uuid_v7_ms(&t.id)?,
-                            task_id: row.id,
-                            command: row.command,
-                            state: crate::tasks::state_label(row.state),
-                            exit_code: row.exit_code,
+                            label: match row.exit_code {
+                                Some(code) => format!("{} ({state}, exit {code})", row.command),
+                                None => format!("{} ({state})", row.command),
+                            },
+                            what: What::Task(row.id),
                         })
                     })
                     .collect();
                 markers.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
                 self.ui.markers.set(markers);
             }
+            let events = self.events().await;
+            if !self.gone() {
+                self.ui.events.set(events);
+            }
             Ok(())
+        }
+
+        /// The session's joins, role changes and resizes, from its stored frames of those
+        /// kinds (a few pages at most).
+        async fn events(&self) -> Vec<Marker> {
+            let mut stored = Vec::new();
+            let mut after = 0;
+            for _ in 0..MAX_EVENT_PAGES {
+                let path = format!(
+                    "/sessions/{}/frames?after={after}&kind=Resize,MembershipChanged",
+                    self.sid
+                );
+                let Ok(page) = get::<Page>(&path, &self.token).await else {
+                    break;
+                };
+                stored.extend(frames(&page));
+                match page.next_after {
+                    Some(next) => after = next,
+                    None => break,
+                }
+            }
+            crate::timeline::session_events(stored.iter().map(|f| (f.at_ms, &f.frame)))
         }
 
         /// Paints the screen at `at`: the stored keyframe before it, then every frame up to it.

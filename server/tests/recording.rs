@@ -208,6 +208,74 @@ async fn frames_page_by_sequence_and_by_time_and_a_seek_starts_at_the_keyframe_b
     assert_eq!(status, 400);
 }
 
+#[tokio::test]
+async fn frames_of_the_marked_kinds_page_the_joins_role_changes_and_resizes_in_order() {
+    let s = TestServer::start(&["--shell-pool", "0"]).await;
+    let sid = s.create_session(json!({})).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut ops = s.attach(&sid, ADMIN).await;
+    ops.join("observer").await;
+    ops.send("pty.request_role", json!({ "role": "controller" }))
+        .await;
+    ops.expect_kind("RoleAssigned").await;
+    ops.send("pty.session_resize", json!({ "cols": 100, "rows": 30 }))
+        .await;
+    ops.expect_kind("Resize").await;
+    let mut link = s.attach(&sid, ADMIN).await;
+    link.join("observer").await;
+    let (status, _) = s.delete(&format!("/sessions/{sid}"), ADMIN).await;
+    assert_eq!(status, 200);
+    s.wait_closed(&sid).await;
+
+    let marked = |query: &str| {
+        let (s, sid, query) = (&s, sid.clone(), query.to_owned());
+        async move {
+            s.get(&format!("/sessions/{sid}/frames?{query}"), ADMIN)
+                .await
+        }
+    };
+    let (status, page) = marked("after=0&kind=Resize,MembershipChanged").await;
+    assert_eq!(status, 200, "{page}");
+    let frames = page["frames"].as_array().unwrap();
+    let kinds: Vec<&str> = frames.iter().map(kind).collect();
+    assert!(
+        kinds.iter().all(|k| ["Resize", "MembershipChanged"].contains(k)),
+        "{kinds:?}"
+    );
+    // The observer's join, its taking control, the resize, the second join, in that order.
+    let controllers = |f: &Value| f["payload"]["controllers"].as_array().map(Vec::len);
+    let observers = |f: &Value| f["payload"]["observers"].as_array().map(Vec::len);
+    let story: Vec<(&str, Option<usize>, Option<usize>)> = frames
+        .iter()
+        .map(|f| (kind(f), controllers(f), observers(f)))
+        .collect();
+    let expected = [
+        ("MembershipChanged", Some(0), Some(1)),
+        ("MembershipChanged", Some(1), Some(0)),
+        ("Resize", None, None),
+        ("MembershipChanged", Some(1), Some(1)),
+    ];
+    assert_eq!(&story[..4], &expected, "{story:?}");
+    let seqs: Vec<u64> = frames.iter().map(seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    // Pages of one frame walk the same list.
+    let (_, one) = marked("after=0&kind=Resize,MembershipChanged&limit=1").await;
+    assert_eq!(seq(&one["frames"][0]), seqs[0]);
+    let (_, next) = marked(&format!(
+        "after={}&kind=Resize,MembershipChanged&limit=1",
+        one["next_after"]
+    ))
+    .await;
+    assert_eq!(seq(&next["frames"][0]), seqs[1]);
+
+    for bad in ["after=0&kind=Output", "after=0&kind=Resize,Nope", "kind=Resize&keyframe=true"] {
+        let (status, body) = marked(bad).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+}
+
 /// Unix ms of an RFC 3339 timestamp with milliseconds (`2026-12-01T12:00:00.123Z`).
 fn chrono_ms(ts: &str) -> i64 {
     let t =

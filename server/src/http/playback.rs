@@ -26,8 +26,14 @@ pub struct PageQuery {
     /// Start the page at the keyframe at or before that point, so it paints a screen.
     #[serde(default)]
     keyframe: bool,
+    /// Only frames of these kinds, comma-separated (`Resize,MembershipChanged`: what a
+    /// timeline marks). `Output` is not one of them: its pages are the unfiltered ones.
+    kind: Option<String>,
     limit: Option<u32>,
 }
+
+/// The kinds a page may be filtered to.
+const MARKED_KINDS: [&str; 4] = ["Resize", "MembershipChanged", "Keyframe", "Closed"];
 
 /// `{session_id, replay_floor, last_sequence, frames: [envelope…], next_after}`: the frames
 /// as pty-ws sends them; `next_after` is where the next page starts (`null` at the end).
@@ -41,6 +47,24 @@ pub async fn frames(
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     if q.after.is_some() && q.at.is_some() {
         return Err(ApiError::bad_request("give after or at, not both"));
+    }
+    let kinds = match &q.kind {
+        None => None,
+        Some(list) => Some(
+            list.split(',')
+                .map(|k| {
+                    MARKED_KINDS.into_iter().find(|m| *m == k).ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "kind {k:?} is none of {}",
+                            MARKED_KINDS.join(", ")
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
+    if kinds.is_some() && q.keyframe {
+        return Err(ApiError::bad_request("give kind or keyframe, not both"));
     }
     let view = visible(&state, &who, &sid).await?;
     let store = &state.store;
@@ -57,7 +81,11 @@ pub async fn frames(
             .unwrap_or(floor + 1);
     }
     let limit = q.limit.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
-    let page = store.frames_from(&sid, start.max(floor + 1), limit).await?;
+    let start = start.max(floor + 1);
+    let page = match &kinds {
+        Some(kinds) => store.frames_of_kinds(&sid, kinds, start, limit).await?,
+        None => store.frames_from(&sid, start, limit).await?,
+    };
     let next_after = (page.len() == limit as usize)
         .then(|| page.last().map(|f| f.sequence))
         .flatten();

@@ -125,6 +125,30 @@ impl Store {
         rows.iter().map(stored_frame).collect()
     }
 
+    /// A page of a session's stored frames of these kinds (none of them `Output`) from
+    /// `start` on, at most `limit`: what a timeline marks (resizes, membership changes).
+    /// Each kind is an index range of `frames_by_kind`; only the page is sorted.
+    pub async fn frames_of_kinds(
+        &self,
+        session_id: &str,
+        kinds: &[&str],
+        start: u64,
+        limit: u32,
+    ) -> Result<Vec<Frame>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = $1 AND kind IN ({})
+             AND sequence >= $3 ORDER BY sequence LIMIT $4",
+            self.values_of("$2")
+        )))
+        .bind(session_id)
+        .bind(serde_json::to_string(kinds)?)
+        .bind(start.min(i64::MAX as u64) as i64)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(stored_frame).collect()
+    }
+
     /// The last stored frame at or before unix ms `at`, if any.
     pub async fn sequence_at(&self, session_id: &str, at: i64) -> Result<Option<u64>> {
         let row = sqlx::query(

@@ -290,15 +290,22 @@ impl Store {
         Ok(rows.iter().map(token_row).collect())
     }
 
+    /// A subquery of the strings in the JSON array bound at `param`: a list of any length
+    /// goes as one parameter.
+    fn values_of(&self, param: &str) -> String {
+        match self.backend {
+            Backend::Sqlite => format!("SELECT value FROM json_each({param})"),
+            Backend::Postgres => {
+                format!("SELECT value FROM json_array_elements_text(CAST({param} AS json))")
+            }
+        }
+    }
+
     /// The tokens of these ids that still exist.
     pub async fn tokens_by_id(&self, ids: &[String]) -> Result<Vec<TokenRow>> {
-        // The ids go as one JSON array, whatever their number.
-        let ids_of = match self.backend {
-            Backend::Sqlite => "SELECT value FROM json_each($1)",
-            Backend::Postgres => "SELECT value FROM json_array_elements_text(CAST($1 AS json))",
-        };
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE id IN ({ids_of})"
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE id IN ({})",
+            self.values_of("$1")
         )))
         .bind(serde_json::to_string(ids)?)
         .fetch_all(&self.pool)
