@@ -15,7 +15,9 @@ export default async function globalSetup() {
   const bin = join(alone, 'ptyhost');
   copyFileSync(built, bin);
   chmodSync(bin, 0o755);
-  const dataDir = mkdtempSync(join(tmpdir(), 'ptyhost-e2e-'));
+  // A benchmark may hand over a data dir it prepared (and keeps); the tests start empty.
+  const given = process.env.PTYHOST_E2E_DATA_DIR;
+  const dataDir = given ?? mkdtempSync(join(tmpdir(), 'ptyhost-e2e-'));
   const server = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], {
     cwd: alone,
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -39,6 +41,6 @@ export default async function globalSetup() {
     await new Promise((r) => server.on('exit', r));
     // The copy of the binary and the data dir go too: every run would leave 200 MB behind.
     rmSync(alone, { recursive: true, force: true });
-    rmSync(dataDir, { recursive: true, force: true });
+    if (!given) rmSync(dataDir, { recursive: true, force: true });
   };
 }

@@ -5,20 +5,24 @@
 //! exported as asciicast (`recording.cast`), in MB/s.
 //!
 //!     cargo run --release -p server --example frame_seek -- [PTYHOST_BIN] [FRAMES]
+//!
+//! With `--prepare DIR [FRAMES]` it only stores that session in data dir DIR and prints its
+//! id, for a browser to play back (scripts/bench-ui.sh).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use bytes::Bytes;
 use server::store::{Frame, FrameBody, SessionRow, Store};
 
 const TOKEN: &str = "bench-admin-token";
 const START_MS: i64 = 1_800_000_000_000;
 
-/// A closed session of `n` frames, 1 ms apart; its id.
-async fn recorded(dir: &std::path::Path, n: u64) -> anyhow::Result<String> {
-    let store = Store::open(None, &dir.join("data")).await?;
+/// A closed session of `n` frames, 1 ms apart, in data dir `data_dir`; its id.
+async fn recorded(data_dir: &std::path::Path, n: u64) -> anyhow::Result<String> {
+    let store = Store::open(None, data_dir).await?;
     let id = uuid::Uuid::now_v7().to_string();
     store
         .insert_session(&SessionRow {
@@ -96,7 +100,17 @@ async fn seek(http: &reqwest::Client, url: &str) -> anyhow::Result<(Duration, Du
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("--prepare") {
+        let dir = args.nth(1).context("--prepare DIR")?;
+        let n = args
+            .next()
+            .map(|s| s.parse())
+            .transpose()?
+            .unwrap_or(1_000_000);
+        println!("{}", recorded(std::path::Path::new(&dir), n).await?);
+        return Ok(());
+    }
     let bin = common::ptyhost_bin(args.next());
     let n: u64 = args
         .next()
@@ -105,7 +119,7 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or(1_000_000);
     let dir = tempfile::tempdir()?;
     let stored = Instant::now();
-    let sid = recorded(dir.path(), n).await?;
+    let sid = recorded(&dir.path().join("data"), n).await?;
     println!(
         "# {n} frames stored in {:.1} s",
         stored.elapsed().as_secs_f64()

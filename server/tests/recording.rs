@@ -241,7 +241,9 @@ async fn frames_of_the_marked_kinds_page_the_joins_role_changes_and_resizes_in_o
     let frames = page["frames"].as_array().unwrap();
     let kinds: Vec<&str> = frames.iter().map(kind).collect();
     assert!(
-        kinds.iter().all(|k| ["Resize", "MembershipChanged"].contains(k)),
+        kinds
+            .iter()
+            .all(|k| ["Resize", "MembershipChanged"].contains(k)),
         "{kinds:?}"
     );
     // The observer's join, its taking control, the resize, the second join, in that order.
@@ -270,7 +272,11 @@ async fn frames_of_the_marked_kinds_page_the_joins_role_changes_and_resizes_in_o
     .await;
     assert_eq!(seq(&next["frames"][0]), seqs[1]);
 
-    for bad in ["after=0&kind=Output", "after=0&kind=Resize,Nope", "kind=Resize&keyframe=true"] {
+    for bad in [
+        "after=0&kind=Output",
+        "after=0&kind=Resize,Nope",
+        "kind=Resize&keyframe=true",
+    ] {
         let (status, body) = marked(bad).await;
         assert_eq!(status, 400, "{bad}: {body}");
     }
