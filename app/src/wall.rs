@@ -1,8 +1,8 @@
 //! The wall (`/wall`): every running session the token may see as a live, read-only tile
 //! (its screen scaled down, label, command, state, who controls it, the task running in
 //! it); a click opens the session. Each tile is a pty-ws observer that acknowledges what
-//! it rendered once a second: quiet output arrives as it happens, and a flooding session
-//! costs the tile one window of output and a keyframe a second.
+//! it rendered once a second, asking for a small window: quiet output arrives as it
+//! happens, and a flooding session costs the tile 16 KiB of output and a keyframe a second.
 
 use leptos::prelude::*;
 
@@ -132,6 +132,18 @@ mod browser {
     /// A tile acknowledges what it rendered this often; past its window the server skips
     /// output for it and sends a keyframe on the next acknowledgement.
     const ACK_MS: u32 = 1000;
+    /// The window a tile asks for: a glance at a flood needs little of its output.
+    const WINDOW_BYTES: u32 = 16 * 1024;
+
+    /// The acknowledgement of everything up to `sequence`, asking for the tile's window.
+    fn ack(sequence: u64) -> Message {
+        let ack = wire::Ack {
+            sequence,
+            window_bytes: Some(WINDOW_BYTES),
+        };
+        let payload = serde_json::to_value(ack).expect("an ack serializes");
+        Message::Text(crate::client::envelope(wire::OP_ACK, payload, None))
+    }
 
     /// Watches session `sid` in `host` until the tile goes away (`alive` is disposed).
     pub fn watch(
@@ -168,8 +180,7 @@ mod browser {
                         if acked == 0 && matches!(frame, Ok(SessionFrame::MembershipChanged { .. })) {
                             // Joined: acknowledging now puts the tile under flow control.
                             acked = last;
-                            let ack = crate::client::envelope(wire::OP_ACK, serde_json::json!({ "sequence": last }), None);
-                            let _ = sink.send(Message::Text(ack)).await;
+                            let _ = sink.send(ack(last)).await;
                         }
                         match frame {
                             Ok(SessionFrame::Output { data, .. }) => crate::client::write_bytes(&term, &data.0),
@@ -190,8 +201,7 @@ mod browser {
                         }
                         if last > acked {
                             acked = last;
-                            let ack = crate::client::envelope(wire::OP_ACK, serde_json::json!({ "sequence": last }), None);
-                            let _ = sink.send(Message::Text(ack)).await;
+                            let _ = sink.send(ack(last)).await;
                         }
                     }
                 }

@@ -604,8 +604,10 @@ fn count_a(frames: &[serde_json::Value]) -> usize {
 }
 
 #[tokio::test]
-async fn a_viewer_that_acknowledges_gets_at_most_its_window_then_a_keyframe_once_caught_up() {
-    let s = TestServer::start(&[]).await;
+async fn a_viewer_that_acknowledges_gets_at_most_its_window_or_the_smaller_one_it_asked_for_then_a_keyframe_once_caught_up()
+ {
+    // A keyframe every other output: the periodic ones come during the flood.
+    let s = TestServer::start(&["--keyframe-interval-frames", "2"]).await;
     let sid = flood_session(&s, 2_000_000).await;
     let mut fast = s.attach(&sid, ADMIN).await;
     fast.join("controller").await;
@@ -621,6 +623,17 @@ async fn a_viewer_that_acknowledges_gets_at_most_its_window_then_a_keyframe_once
     let last = joined.iter().map(seq).max().unwrap();
     acking
         .send("ptyhost.ack", json!({ "sequence": last }))
+        .await;
+    // A viewer that only glances (a tile of the wall) asks for a smaller window.
+    let mut glancing = s.attach(&sid, ADMIN).await;
+    let joined = glancing.join("observer").await;
+    let glanced = joined.iter().map(seq).max().unwrap();
+    let small = 16 * 1024;
+    glancing
+        .send(
+            "ptyhost.ack",
+            json!({ "sequence": glanced, "window_bytes": small }),
+        )
         .await;
     fast.input("go\n").await;
 
@@ -647,11 +660,20 @@ async fn a_viewer_that_acknowledges_gets_at_most_its_window_then_a_keyframe_once
         "{got} bytes in flight past a window of {window}"
     );
     assert!(got > 0);
-    assert!(
-        frames
-            .iter()
-            .all(|f| kind(f) != "Keyframe" || seq(f) <= last)
-    );
+    // Past its window it skipped the periodic keyframes too.
+    let last_output = frames
+        .iter()
+        .filter(|f| kind(f) == "Output")
+        .map(seq)
+        .max()
+        .unwrap();
+    let late: Vec<u64> = frames
+        .iter()
+        .filter(|f| kind(f) == "Keyframe" && seq(f) > last_output)
+        .map(seq)
+        .collect();
+    // (One may fall between its last output and the first it skipped.)
+    assert!(late.len() <= 1, "keyframes past the window: {late:?}");
 
     // Acknowledging what it has catches it up with a keyframe of the flooded screen.
     let newest = frames
@@ -666,6 +688,29 @@ async fn a_viewer_that_acknowledges_gets_at_most_its_window_then_a_keyframe_once
     let keyframe = acking.expect_kind("Keyframe").await;
     let screen = String::from_utf8_lossy(&snapshot(&keyframe)).into_owned();
     // Rows of 'a' (avt writes a row as the character and a repeat, CSI 79 b).
+    assert!(screen.matches("a\u{1b}[79b").count() >= 20, "{screen:?}");
+
+    // The glancing viewer got no more than the window it asked for, and its ack brings the
+    // flooded screen.
+    let mut glimpse = Vec::new();
+    while let Some(f) = glancing.try_next(Duration::from_millis(300)).await {
+        glimpse.push(f);
+    }
+    let got: usize = glimpse
+        .iter()
+        .filter(|f| kind(f) == "Output")
+        .map(|f| output_bytes(f).len())
+        .sum();
+    assert!(got <= small, "{got} bytes past a window of {small}");
+    let newest = glimpse.iter().map(seq).max().unwrap_or(glanced);
+    glancing
+        .send(
+            "ptyhost.ack",
+            json!({ "sequence": newest, "window_bytes": small }),
+        )
+        .await;
+    let keyframe = glancing.expect_kind("Keyframe").await;
+    let screen = String::from_utf8_lossy(&snapshot(&keyframe)).into_owned();
     assert!(screen.matches("a\u{1b}[79b").count() >= 20, "{screen:?}");
 
     // Acknowledging what was never sent is refused.

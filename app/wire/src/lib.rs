@@ -58,6 +58,8 @@ pub const OP_JOIN: &str = "pty.join_session";
 pub const FLOW_CONTROL_URI: &str = "urn:ptyhost:pty-ws:flow-control:v1";
 pub const OP_ACK: &str = "ptyhost.ack";
 pub const FLOW_WINDOW_BYTES: usize = 256 * 1024;
+/// The smallest window a client may ask for.
+pub const MIN_WINDOW_BYTES: usize = 4 * 1024;
 /// A client past its window gets its keyframe once no more than this is unacknowledged.
 pub const FLOW_RESUME_BYTES: usize = 64 * 1024;
 
@@ -201,11 +203,16 @@ pub struct Ping {
     pub client_ts: String,
 }
 
-/// `ptyhost.ack`: every output frame up to `sequence` is rendered.
+/// `ptyhost.ack`: every output frame up to `sequence` is rendered. `window_bytes` asks for
+/// a smaller window than `FLOW_WINDOW_BYTES` (from `MIN_WINDOW_BYTES` on): a view that only
+/// glances at the screen, such as a tile of the wall, is then sent that much of a flood
+/// and a keyframe per acknowledgement.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Ack {
     pub sequence: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_bytes: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -176,7 +176,8 @@ pub enum Command {
     /// fresh keyframe.
     Resync(String),
     /// The member has rendered every output frame up to this sequence.
-    Ack(String, u64, oneshot::Sender<Result<(), Refusal>>),
+    /// A member's acknowledgement, with the window it asks for.
+    Ack(String, wire::Ack, oneshot::Sender<Result<(), Refusal>>),
     /// Queue a command line for the session's shell.
     RunTask(TaskRun, oneshot::Sender<Result<(), Refusal>>),
     /// Type the answer to a task waiting for input; the reply says whether it was typed.

@@ -185,6 +185,7 @@ impl Connection {
                     "extension": wire::FLOW_CONTROL_URI,
                     "ack_op": wire::OP_ACK,
                     "window_bytes": wire::FLOW_WINDOW_BYTES,
+                    "min_window_bytes": wire::MIN_WINDOW_BYTES,
                     "resume_bytes": wire::FLOW_RESUME_BYTES,
                 },
                 "payload_mode": {
@@ -542,7 +543,7 @@ impl Connection {
                     .await
             }
             ClientOp::Ack(ack) => {
-                self.ask_member(Scope::Observe, "", |c, r| Command::Ack(c, ack.sequence, r))
+                self.ask_member(Scope::Observe, "", |c, r| Command::Ack(c, ack, r))
                     .await
             }
         };

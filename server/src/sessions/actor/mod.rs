@@ -323,8 +323,8 @@ impl Actor {
                     self.resync(i);
                 }
             }
-            Command::Ack(client_id, sequence, reply) => {
-                let _ = reply.send(self.ack(&client_id, sequence));
+            Command::Ack(client_id, ack, reply) => {
+                let _ = reply.send(self.ack(&client_id, ack));
             }
             Command::RunTask(run, reply) => {
                 let _ = reply.send(self.run_task(run));
@@ -381,12 +381,17 @@ impl Actor {
     /// Numbers, encodes, retains, persists and fans out one frame; `skip` does not get it
     /// through its queue (the joiner receives it in its initial flush instead).
     fn broadcast(&mut self, frame: SessionFrame, skip: Option<&str>) -> Bytes {
+        self.broadcast_to(frame, |m| skip != Some(m.client_id.as_str()))
+    }
+
+    /// `broadcast`, fanned out only to the members `to` picks.
+    fn broadcast_to(&mut self, frame: SessionFrame, to: impl Fn(&Member) -> bool) -> Bytes {
         let seq = self.next_seq();
         let retained = new_frame(seq, &frame, clock::now_ms());
         let json = envelope(&retained);
         self.retain(retained);
         for i in 0..self.members.len() {
-            if skip != Some(self.members[i].client_id.as_str()) {
+            if to(&self.members[i]) {
                 self.deliver(i, Outbound::Frame(json.clone()));
             }
         }
@@ -487,7 +492,8 @@ impl Actor {
 
     /// An acknowledgement: the member's window moves on, and a member whose output was
     /// skipped gets a keyframe once it has caught up.
-    fn ack(&mut self, client_id: &str, sequence: u64) -> Result<(), Refusal> {
+    fn ack(&mut self, client_id: &str, ack: wire::Ack) -> Result<(), Refusal> {
+        let sequence = ack.sequence;
         let i = self
             .index(client_id)
             .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
@@ -498,6 +504,9 @@ impl Actor {
             ));
         }
         let flow = self.members[i].flow.get_or_insert_with(Window::default);
+        if let Some(asked) = ack.window_bytes {
+            flow.limit(asked as usize);
+        }
         if flow.ack(sequence) {
             let keyframe = self.personal_keyframe();
             self.deliver(i, Outbound::Frame(keyframe));
@@ -548,9 +557,12 @@ impl Actor {
         self.personal(frame)
     }
 
+    /// The periodic keyframe. A member past its window skips it as it skips output: it gets
+    /// a keyframe of its own once it catches up, so a flood's keyframes (one per
+    /// `--keyframe-interval-frames` outputs) cost it nothing meanwhile.
     fn broadcast_keyframe(&mut self) {
         let frame = self.keyframe_frame();
-        self.broadcast(frame, None);
+        self.broadcast_to(frame, |m| !m.flow.as_ref().is_some_and(Window::skipping));
         self.outputs_since_keyframe = 0;
         self.last_keyframe = Instant::now();
     }
