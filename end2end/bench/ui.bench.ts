@@ -92,7 +92,7 @@ test('a seek in a recording of 1,000,000 frames: click to painted screen, middle
   await signIn(page);
   const session = await api(page, 'GET', `/sessions/${sid}`);
   const start = Date.parse(session.created_at);
-  const frames = session.last_sequence as number;
+  const frames = session.current_sequence as number;
   await page.goto(`/sessions/${sid}/play`);
   await expect(page.locator('.player .status')).toHaveText('ready');
   // Frame N is "line N", N ms after the start: a seek to a time shows that line last.
