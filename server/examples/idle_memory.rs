@@ -1,9 +1,11 @@
 //! What idle things cost the server: resident memory per idle session (SESSIONS running
 //! `cat`), per idle binary viewer (VIEWERS observers of one session, each joined with its
 //! initial flush read, then silent), and what is left once the viewers have gone. The
-//! baseline is the server's RSS before each step, in the same run.
+//! baseline is the server's RSS before each step, in the same run. With `reading`, each
+//! viewer goes on reading what it is sent (the membership changes of the joins after its
+//! own), as a connected client does, instead of leaving it unread.
 //!
-//!     cargo run --release -p server --example idle_memory -- [PTYHOST_BIN] [SESSIONS] [VIEWERS]
+//!     cargo run --release -p server --example idle_memory -- [PTYHOST_BIN] [SESSIONS] [VIEWERS] [reading]
 //!
 //! PTYHOST_BIN defaults to the release binary beside this example.
 
@@ -42,6 +44,7 @@ async fn main() -> anyhow::Result<()> {
     let bin = common::ptyhost_bin(args.next());
     let sessions: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(100);
     let viewers: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1000);
+    let reading = args.next().as_deref() == Some("reading");
     server::sys::raise_open_files_limit();
     let dir = tempfile::tempdir()?;
     let most = viewers.to_string();
@@ -70,19 +73,27 @@ async fn main() -> anyhow::Result<()> {
     let with_sessions = rss();
 
     let mut held = Vec::with_capacity(viewers);
+    let mut readers = tokio::task::JoinSet::new();
     for _ in 0..viewers {
         let mut ws = common::observe(&addr, &ids[0], TOKEN, None, "pty-ws.v1.binary").await?;
         read_flush(&mut ws).await?;
-        held.push(ws);
+        match reading {
+            true => {
+                readers.spawn(async move { while let Some(Ok(_)) = ws.next().await {} });
+            }
+            false => held.push(ws),
+        }
     }
     settle().await;
     let with_viewers = rss();
     drop(held);
+    readers.abort_all();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = rss();
 
     println!(
-        "# server RSS: {start:.1} MiB at start, {with_sessions:.1} MiB with {sessions} idle sessions, {with_viewers:.1} MiB with {viewers} idle binary viewers, {after:.1} MiB once they left"
+        "# server RSS: {start:.1} MiB at start, {with_sessions:.1} MiB with {sessions} idle sessions, {with_viewers:.1} MiB with {viewers} idle binary viewers ({}), {after:.1} MiB once they left",
+        if reading { "reading" } else { "silent" }
     );
     println!(
         "per idle session: {:.0} KiB; per idle binary viewer: {:.0} KiB",

@@ -31,3 +31,4 @@ pub mod sessions;
 pub mod store;
 pub mod sys;
 pub mod tls;
+pub mod websocket;

@@ -3,7 +3,6 @@
 //! takes as decided. A pty-ws connection is relayed frame for frame in both directions
 //! (`relay`); an HTTP request is sent on whole, its body streamed both ways (`http`).
 
-use axum::extract::ws;
 use axum::http::{HeaderMap, HeaderValue};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -13,6 +12,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::{FORWARD_HEADER, Node};
 use crate::auth::{AuthError, Principal};
+use crate::websocket as socket;
 
 /// The header with the principal the forwarding node authenticated.
 pub const PRINCIPAL_HEADER: &str = "x-ptyhost-principal";
@@ -142,26 +142,24 @@ pub enum Ended {
 /// may send nothing at all.
 pub async fn relay<C, O>(client: &mut C, owner: &mut O, quiet: std::time::Duration) -> Ended
 where
-    C: Stream<Item = Result<ws::Message, axum::Error>> + Sink<ws::Message> + Unpin,
+    C: Stream<Item = Result<Message, tungstenite::Error>> + Sink<Message> + Unpin,
     O: Stream<Item = Result<Message, tungstenite::Error>> + Sink<Message> + Unpin,
 {
     loop {
         tokio::select! {
             m = tokio::time::timeout(quiet, client.next()) => match m {
                 Ok(Some(Ok(m))) => {
-                    let close = matches!(m, ws::Message::Close(_));
-                    if owner.send(owner_message(m)).await.is_err() {
+                    let close = matches!(m, Message::Close(_));
+                    if owner.send(m).await.is_err() {
                         return Ended::OwnerLost;
                     }
                     if close {
                         // The owner's answering close goes back to the client.
                         while let Some(Ok(m)) = owner.next().await {
-                            if let Some(m) = client_message(m) {
-                                let close = matches!(m, ws::Message::Close(_));
-                                let _ = client.send(m).await;
-                                if close {
-                                    break;
-                                }
+                            let close = matches!(m, Message::Close(_));
+                            let _ = socket::send(client, m).await;
+                            if close {
+                                break;
                             }
                         }
                         return Ended::Closed;
@@ -180,9 +178,9 @@ where
                         Some(Ok(m)) => m,
                         _ => return Ended::OwnerLost,
                     };
-                    let Some(m) = client_message(m) else { break };
-                    let close = matches!(m, ws::Message::Close(_));
-                    if client.feed(m).await.is_err() {
+                    let close = matches!(m, Message::Close(_));
+                    // A large frame goes to the client in fragments, as it would from here.
+                    if socket::feed(client, m).await.is_err() {
                         let _ = owner.send(Message::Close(None)).await;
                         return Ended::ClientLost;
                     }
@@ -202,33 +200,6 @@ where
             }
         }
     }
-}
-
-fn owner_message(m: ws::Message) -> Message {
-    match m {
-        ws::Message::Text(t) => Message::Text(t.as_str().into()),
-        ws::Message::Binary(b) => Message::Binary(b),
-        ws::Message::Ping(b) => Message::Ping(b),
-        ws::Message::Pong(b) => Message::Pong(b),
-        ws::Message::Close(c) => Message::Close(c.map(|c| tungstenite::protocol::CloseFrame {
-            code: c.code.into(),
-            reason: c.reason.as_str().into(),
-        })),
-    }
-}
-
-fn client_message(m: Message) -> Option<ws::Message> {
-    Some(match m {
-        Message::Text(t) => ws::Message::Text(t.as_str().into()),
-        Message::Binary(b) => ws::Message::Binary(b),
-        Message::Ping(b) => ws::Message::Ping(b),
-        Message::Pong(b) => ws::Message::Pong(b),
-        Message::Close(c) => ws::Message::Close(c.map(|c| ws::CloseFrame {
-            code: c.code.into(),
-            reason: c.reason.as_str().into(),
-        })),
-        Message::Frame(_) => return None,
-    })
 }
 
 /// Headers that belong to one hop of HTTP, not to the request or answer.

@@ -11,11 +11,12 @@ use std::pin::Pin;
 use super::*;
 use crate::revocation::Lease;
 use tasks::TaskContext;
+use tokio_tungstenite::tungstenite::Error as WsError;
 
 /// Where frames to the client go, and where its frames come from: a WebSocket's halves,
 /// or channels in the unit tests.
-type Sink = Pin<Box<dyn futures_util::Sink<Message, Error = axum::Error> + Send>>;
-type Stream = Pin<Box<dyn futures_util::Stream<Item = Result<Message, axum::Error>> + Send>>;
+type Sink = Pin<Box<dyn futures_util::Sink<Message, Error = WsError> + Send>>;
+type Stream = Pin<Box<dyn futures_util::Stream<Item = Result<Message, WsError>> + Send>>;
 
 /// Whether the connection goes on after a frame.
 enum Next {
@@ -125,7 +126,7 @@ impl Connection {
         }
     }
 
-    pub(super) async fn run(self, socket: WebSocket) {
+    pub(super) async fn run(self, socket: Socket) {
         let (sink, stream) = socket.split();
         self.over(Box::pin(sink), Box::pin(stream)).await
     }
@@ -223,10 +224,12 @@ impl Connection {
                             }
                         }
                         Some(Outbound::Output { frame, binary, .. }) => {
-                            let sent = if binary {
-                                self.send_message(sink, Message::Binary(frame)).await
-                            } else {
-                                self.send_bytes(sink, frame).await
+                            let sent = match binary {
+                                true => self.send_message(sink, Message::Binary(frame)).await,
+                                false => match Utf8Bytes::try_from(frame) {
+                                    Ok(text) => self.send_message(sink, Message::Text(text)).await,
+                                    Err(_) => Err(Ended),
+                                },
                             };
                             if sent.is_err() {
                                 return;
@@ -281,7 +284,7 @@ impl Connection {
     async fn on_message(
         &mut self,
         sink: &mut Sink,
-        msg: Option<Result<Message, axum::Error>>,
+        msg: Option<Result<Message, WsError>>,
         last_pong: &mut Instant,
     ) -> Next {
         let size = match &msg {
@@ -303,7 +306,8 @@ impl Connection {
                 *last_pong = Instant::now();
                 Next::Continue
             }
-            Some(Ok(Message::Ping(_))) => Next::Continue,
+            // Reading never yields raw frames: the library joins fragments into messages.
+            Some(Ok(Message::Ping(_) | Message::Frame(_))) => Next::Continue,
             Some(Ok(Message::Close(_))) | None => Next::Stop,
             Some(Err(e)) => {
                 tracing::info!(error = %e, "socket error");
@@ -378,8 +382,9 @@ impl Connection {
         Admit::Stop
     }
 
-    /// Sends with a deadline: a peer that takes longer than the heartbeat timeout to take
-    /// one frame is treated as gone.
+    /// Sends a message whole, with a deadline: a peer that takes longer than the heartbeat
+    /// timeout to take one frame is treated as gone. PTY output goes this way: a viewer
+    /// that keeps up with a flood takes it in large frames.
     async fn send_message(&self, sink: &mut Sink, msg: Message) -> Result<(), Ended> {
         match tokio::time::timeout(self.state.heartbeat_timeout, sink.send(msg)).await {
             Ok(Ok(())) => Ok(()),
@@ -387,13 +392,23 @@ impl Connection {
         }
     }
 
+    /// Sends any other frame, a large one (a membership list, a keyframe, a replay page)
+    /// in fragments, so an idle viewer's write buffer stays small; same deadline.
+    async fn send_frame(&self, sink: &mut Sink, json: Utf8Bytes) -> Result<(), Ended> {
+        let sent = socket::send(sink, Message::Text(json));
+        match tokio::time::timeout(self.state.heartbeat_timeout, sent).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(Ended),
+        }
+    }
+
     async fn send(&self, sink: &mut Sink, text: String) -> Result<(), Ended> {
-        self.send_message(sink, Message::Text(text.into())).await
+        self.send_frame(sink, text.into()).await
     }
 
     async fn send_bytes(&self, sink: &mut Sink, json: Bytes) -> Result<(), Ended> {
         let text = Utf8Bytes::try_from(json).map_err(|_| Ended)?;
-        self.send_message(sink, Message::Text(text)).await
+        self.send_frame(sink, text).await
     }
 
     async fn goodbye(&self, sink: &mut Sink, reason: &str) {
@@ -643,15 +658,14 @@ async fn next_outbound(member: &mut Option<Membership>) -> Option<Outbound> {
 /// The close code and message for a socket error the client caused: 1007 for a text frame
 /// that is not UTF-8, 1009 for a frame too large to read, 1002 for a protocol violation;
 /// none when the socket itself failed.
-fn close_for(e: &axum::Error) -> Option<(u16, String)> {
-    use tokio_tungstenite::tungstenite::Error as Ws;
-    match std::error::Error::source(e)?.downcast_ref::<Ws>()? {
-        Ws::Utf8(_) => Some((1007, "text frames must be UTF-8".into())),
-        Ws::Capacity(_) => Some((
+fn close_for(e: &WsError) -> Option<(u16, String)> {
+    match e {
+        WsError::Utf8(_) => Some((1007, "text frames must be UTF-8".into())),
+        WsError::Capacity(_) => Some((
             1009,
             format!("frames are limited to {MAX_FRAME_BYTES} bytes"),
         )),
-        Ws::Protocol(p) => Some((1002, format!("WebSocket protocol error: {p}"))),
+        WsError::Protocol(p) => Some((1002, format!("WebSocket protocol error: {p}"))),
         _ => None,
     }
 }
@@ -670,9 +684,9 @@ async fn finish(sink: &mut Sink, stream: &mut Stream) {
 /// How long `finish` waits for the client's side of the close.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
-async fn close(sink: &mut Sink, code: u16, reason: &str) -> Result<(), axum::Error> {
+async fn close(sink: &mut Sink, code: u16, reason: &str) -> Result<(), WsError> {
     sink.send(Message::Close(Some(CloseFrame {
-        code,
+        code: code.into(),
         reason: reason.into(),
     })))
     .await

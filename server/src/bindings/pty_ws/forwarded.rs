@@ -3,20 +3,23 @@
 
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures_util::SinkExt;
 use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 
 use super::server_frame;
 use crate::cluster::forward::{self, Ended, OwnerSocket};
 use crate::plumbing::AppState;
 use crate::sessions::is_task_update;
 use crate::store::FrameBody;
+use crate::websocket::{self as socket, Socket};
 
 /// Relays the client's socket to the owner's; when the owner's node is lost, waits for a
 /// surviving node to close the session and ends the client's connection with its last
 /// frames, as a session that closed ends it. When this node stops, it says goodbye to the
 /// client as its own connections do.
-pub async fn run(state: AppState, mut client: WebSocket, mut owner: OwnerSocket, sid: String) {
+pub async fn run(state: AppState, mut client: Socket, mut owner: OwnerSocket, sid: String) {
     let quiet = state.heartbeat_timeout + state.heartbeat_interval;
     let ended = tokio::select! {
         ended = forward::relay(&mut client, &mut owner, quiet) => ended,
@@ -34,9 +37,12 @@ pub async fn run(state: AppState, mut client: WebSocket, mut owner: OwnerSocket,
 }
 
 /// A `binding_goodbye` and a normal close.
-async fn goodbye(client: &mut WebSocket, reason: &str) {
+async fn goodbye(client: &mut Socket, reason: &str) {
     let goodbye = server_frame("binding_goodbye", None, None, json!({ "reason": reason }));
-    if client.send(Message::Text(goodbye.into())).await.is_ok() {
+    if socket::send(client, Message::Text(goodbye.into()))
+        .await
+        .is_ok()
+    {
         let _ = client.send(close(1000, reason)).await;
     }
 }
@@ -44,7 +50,7 @@ async fn goodbye(client: &mut WebSocket, reason: &str) {
 /// Waits (up to `within`) until a surviving node has closed the session, then sends its
 /// last frames (the final keyframe and `Closed`, numbered above all the lost node handed
 /// out), a goodbye and a normal close.
-async fn finish_lost(mut client: WebSocket, state: &AppState, sid: &str, within: Duration) {
+async fn finish_lost(mut client: Socket, state: &AppState, sid: &str, within: Duration) {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         match state.store.session(sid).await {
@@ -59,8 +65,10 @@ async fn finish_lost(mut client: WebSocket, state: &AppState, sid: &str, within:
     if let Ok(frames) = state.store.frames_from_last_keyframe(sid).await {
         for f in frames.into_iter().filter(|f| !is_task_update(f)) {
             if let FrameBody::Envelope { text, .. } = f.body
-                && let Ok(text) = String::from_utf8(text.to_vec())
-                && client.send(Message::Text(text.into())).await.is_err()
+                && let Ok(text) = text.try_into()
+                && socket::send(&mut client, Message::Text(text))
+                    .await
+                    .is_err()
             {
                 return;
             }
@@ -71,7 +79,7 @@ async fn finish_lost(mut client: WebSocket, state: &AppState, sid: &str, within:
 
 fn close(code: u16, reason: &str) -> Message {
     Message::Close(Some(CloseFrame {
-        code,
+        code: code.into(),
         reason: reason.into(),
     }))
 }

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -17,6 +16,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 use wire::a2a::{StreamResponse, Task};
@@ -28,6 +30,7 @@ use wire::{
 mod connection;
 mod forwarded;
 
+use crate::websocket::{self as socket, NotAnUpgrade, Socket, Upgrade};
 use connection::Connection;
 
 use crate::a2a::service::TaskStream;
@@ -71,7 +74,7 @@ pub async fn attach(
     Path(AttachPath { sid }): Path<AttachPath>,
     uri: Uri,
     headers: HeaderMap,
-    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+    upgrade: Result<Upgrade, NotAnUpgrade>,
     admitted: Option<axum::Extension<Arc<Admitted>>>,
 ) -> Response {
     match check_attach(&state, &sid, &uri, &headers).await {
@@ -119,11 +122,11 @@ pub async fn attach(
 /// Completes the upgrade with this binding's limits and runs `serve` on the socket; the
 /// socket keeps its place among the server's connections (and its admission) until then.
 fn upgraded<F>(
-    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+    upgrade: Result<Upgrade, NotAnUpgrade>,
     subprotocol: &'static str,
     tracker: &tokio_util::task::TaskTracker,
     admitted: Option<axum::Extension<Arc<Admitted>>>,
-    serve: impl FnOnce(WebSocket) -> F + Send + 'static,
+    serve: impl FnOnce(Socket) -> F + Send + 'static,
 ) -> Response
 where
     F: std::future::Future<Output = ()> + Send + 'static,
@@ -133,17 +136,17 @@ where
         Err(rejection) => return rejection.into_response(),
     };
     let tracker = tracker.clone();
-    ws.protocols([subprotocol])
+    let config = WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER_BYTES)
-        .max_message_size(READ_LIMIT_BYTES)
-        .max_frame_size(READ_LIMIT_BYTES)
-        .on_upgrade(move |socket| {
-            let held = async move {
-                serve(socket).await;
-                drop(admitted);
-            };
-            tracker.track_future(held)
-        })
+        .max_message_size(Some(READ_LIMIT_BYTES))
+        .max_frame_size(Some(READ_LIMIT_BYTES));
+    ws.on_upgrade(subprotocol, config, move |socket| {
+        let held = async move {
+            serve(socket).await;
+            drop(admitted);
+        };
+        tracker.track_future(held)
+    })
 }
 
 async fn check_attach(

@@ -10,7 +10,7 @@ use crate::sessions::SpecRequest;
 
 /// A client at the other end of a `Connection`: what it sends, what it receives.
 struct Peer {
-    to_server: UnboundedSender<Result<Message, axum::Error>>,
+    to_server: UnboundedSender<Result<Message, WsError>>,
     from_server: UnboundedReceiver<Message>,
     _dir: tempfile::TempDir,
 }
@@ -43,8 +43,8 @@ impl Peer {
         let (to_server, from_client) = unbounded_channel();
         let (to_client, from_server) = unbounded_channel();
         let sink = futures_util::sink::unfold(to_client, |tx, m: Message| async move {
-            tx.send(m).map_err(axum::Error::new)?;
-            Ok::<_, axum::Error>(tx)
+            tx.send(m).map_err(|_| WsError::ConnectionClosed)?;
+            Ok::<_, WsError>(tx)
         });
         let stream = futures_util::stream::unfold(from_client, |mut rx| async move {
             rx.recv().await.map(|m| (m, rx))
@@ -72,7 +72,7 @@ impl Peer {
             let wait = Duration::from_secs(10);
             match tokio::time::timeout(wait, self.from_server.recv()).await {
                 Ok(Some(Message::Text(t))) => return Ok(serde_json::from_str(&t).unwrap()),
-                Ok(Some(Message::Close(c))) => return Err(c.map(|c| c.code)),
+                Ok(Some(Message::Close(c))) => return Err(c.map(|c| c.code.into())),
                 Ok(Some(_)) => continue,
                 Ok(None) => return Err(None),
                 Err(_) => panic!("no frame within {wait:?}"),
@@ -120,11 +120,6 @@ async fn a_frame_that_is_not_json_is_refused_and_the_connection_goes_on() {
     );
 }
 
-/// What the socket reports when a client breaks the protocol, as axum passes it on.
-fn socket_error(e: tungstenite::Error) -> Result<Message, axum::Error> {
-    Err(axum::Error::new(e))
-}
-
 #[tokio::test]
 async fn an_oversized_frame_gets_an_error_then_close_1009() {
     let mut peer = Peer::connect(Scope::Observe).await;
@@ -143,7 +138,7 @@ async fn a_frame_too_large_to_read_gets_an_error_then_close_1009() {
         max_size: MAX_FRAME_BYTES,
     };
     peer.to_server
-        .send(socket_error(tungstenite::Error::Capacity(too_long)))
+        .send(Err(WsError::Capacity(too_long)))
         .unwrap();
     assert_eq!(error_code(&peer.next().await.unwrap()), "INVALID_REQUEST");
     assert_eq!(peer.next().await.unwrap_err(), Some(1009));
@@ -153,8 +148,8 @@ async fn a_frame_too_large_to_read_gets_an_error_then_close_1009() {
 async fn a_text_frame_that_is_not_utf8_gets_close_1007() {
     let mut peer = Peer::connect(Scope::Observe).await;
     peer.next().await.unwrap();
-    let bad = tungstenite::Error::Utf8("invalid utf-8 sequence".into());
-    peer.to_server.send(socket_error(bad)).unwrap();
+    let bad = WsError::Utf8("invalid utf-8 sequence".into());
+    peer.to_server.send(Err(bad)).unwrap();
     assert_eq!(error_code(&peer.next().await.unwrap()), "INVALID_REQUEST");
     assert_eq!(peer.next().await.unwrap_err(), Some(1007));
 }
