@@ -152,7 +152,7 @@ test("a task's marker on the timeline jumps to the task and plays its output", a
   await expect(ctl.locator('.events button[data-event="join"]').first()).toHaveAttribute('title', /joined as (observer|controller)$/);
   await expect(ctl.locator('.events button[data-event="role"]').first()).toHaveAttribute('title', /became controller$/);
   await expect(ctl.locator('.events button[data-event="resize"]').first()).toHaveAttribute('title', /^resized to \d+×\d+$/);
-  await ctl.screenshot({ path: test.info().outputPath('player-markers.png') });
+  await ctl.screenshot({ path: test.info().outputPath('player-markers.png'), fullPage: true });
   await marker.click();
   await expect(rows(ctl)).toContainText('marker-42');
   await ctl.locator('.player .live').click();
