@@ -221,7 +221,7 @@ async fn tokens_are_found_by_hash_listed_by_share_link_and_revoked_once() {
 }
 
 #[tokio::test]
-async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_and_keyframe() {
+async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_keyframe_and_kind() {
     on_both_backends(async |store, b| {
         store
             .insert_session(&session("s", "n", "running"))
@@ -271,6 +271,17 @@ async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_and_key
         );
         let first = store.first_sized_frame("s").await.unwrap().unwrap();
         assert!(String::from_utf8(first).unwrap().contains("Resize"), "{b}");
+        // Frames of some kinds only, in order, a page at a time.
+        let marked = store
+            .frames_of_kinds("s", &["Resize", "Keyframe"], 1, 2)
+            .await
+            .unwrap();
+        assert_eq!(marked, [frames[0].clone(), frames[3].clone()], "{b}");
+        let rest = store
+            .frames_of_kinds("s", &["Resize", "Keyframe"], 5, 2)
+            .await
+            .unwrap();
+        assert_eq!(rest, frames[5..6], "{b}");
     })
     .await;
 }
