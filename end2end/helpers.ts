@@ -59,6 +59,18 @@ export async function seekTo(page: Page, at: number) {
   }, at);
 }
 
+/** How long ten script calls took to answer (ms, a fifth of a second apart), sorted. */
+export async function scriptCallsMs(page: Page): Promise<number[]> {
+  const answers: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const t = Date.now();
+    await page.evaluate(() => 1);
+    answers.push(Date.now() - t);
+    await page.waitForTimeout(200);
+  }
+  return answers.sort((a, b) => a - b);
+}
+
 /**
  * Makes every WebSocket of the context's pages note when each message arrived, how big it
  * was, and whether it brings the prompt back: output with the shell integration's

@@ -1,5 +1,5 @@
 import { test, expect, Page } from '@playwright/test';
-import { adminToken, api, ctrlCToPrompt, domContext, rows, signIn, traceSockets, typeLine } from '../helpers';
+import { adminToken, api, ctrlCToPrompt, domContext, rows, scriptCallsMs, signIn, traceSockets, typeLine } from '../helpers';
 
 // The UI's figures, each beside a baseline measured in the same run (scripts/bench-ui.sh):
 // Ctrl-C after a flood, the wall's main-thread time, and a seek in a long recording.
@@ -18,18 +18,6 @@ async function busyPerSecond(page: Page, ms: number): Promise<number> {
   await page.waitForTimeout(ms);
   const busy = (await taskSecs()) - before;
   return (busy * 1000) / ((Date.now() - started) / 1000);
-}
-
-/** How long ten script calls take to answer, median. */
-async function scriptCallMs(page: Page): Promise<number> {
-  const answers: number[] = [];
-  for (let i = 0; i < 10; i++) {
-    const t = Date.now();
-    await page.evaluate(() => 1);
-    answers.push(Date.now() - t);
-    await page.waitForTimeout(100);
-  }
-  return median(answers);
 }
 
 test('Ctrl-C after 10 s of yes, five runs, beside Ctrl-C of an idle sleep', async ({ browser }) => {
@@ -71,13 +59,13 @@ test('the wall with 24 tiles: main-thread busy time per second, all idle and wit
   await page.goto(`/wall#token=${adminToken()}`);
   for (let i = 0; i < 23; i++) await expect(page.locator(`.tile[data-session="${made[i]}"] .tile-screen`)).toContainText(`tile-${i}`);
   const idleBusy = await busyPerSecond(page, 5000);
-  const idleCall = await scriptCallMs(page);
+  const idleCall = median(await scriptCallsMs(page));
 
   const floodSid = (await api(page, 'POST', '/sessions', { command: 'yes flood-tile', label: 'flood' })).session_id;
   await expect(page.locator(`.tile[data-session="${floodSid}"] .tile-screen`)).toContainText('flood-tile');
   const tiles = await page.locator('.tile').count();
   const floodBusy = await busyPerSecond(page, 5000);
-  const floodCall = await scriptCallMs(page);
+  const floodCall = median(await scriptCallsMs(page));
   console.log(`wall of ${tiles} tiles: main thread busy ${Math.round(idleBusy)} ms/s all idle, ${Math.round(floodBusy)} ms/s with one flooding (${(floodBusy / Math.max(idleBusy, 1)).toFixed(1)}x)`);
   console.log(`  a script call answered in ${idleCall} ms (median) all idle, ${floodCall} ms with one flooding`);
   await page.screenshot({ path: test.info().outputPath('wall-24.png') });
