@@ -175,8 +175,8 @@ pub enum Command {
     /// The member's connection skipped stale output: send it `PTY_OUTPUT_LAGGED` and a
     /// fresh keyframe.
     Resync(String),
-    /// The member has rendered every output frame up to this sequence.
-    /// A member's acknowledgement, with the window it asks for.
+    /// The member has rendered every output frame up to the ack's sequence (and may ask
+    /// for a smaller window).
     Ack(String, wire::Ack, oneshot::Sender<Result<(), Refusal>>),
     /// Queue a command line for the session's shell.
     RunTask(TaskRun, oneshot::Sender<Result<(), Refusal>>),

@@ -127,7 +127,8 @@ impl Store {
 
     /// A page of a session's stored frames of these kinds (none of them `Output`) from
     /// `start` on, at most `limit`: what a timeline marks (resizes, membership changes).
-    /// Each kind is an index range of `frames_by_kind`; only the page is sorted.
+    /// Each kind is a range of the `frames_by_kind` index, and the sort keeps no more than
+    /// a page (both backends sort with a limit in bounded memory).
     pub async fn frames_of_kinds(
         &self,
         session_id: &str,
