@@ -31,11 +31,12 @@ const FLOW_EXTENSION: Declared = Declared {
 fn flow_extension() -> Value {
     json!({
         "uri": FLOW_EXTENSION.uri,
-        "description": "Output flow control on pty-ws/v1: a client that acknowledges what it has rendered (ptyhost.ack {sequence}) is sent at most window_bytes of output beyond it; past that its output is skipped and, once no more than resume_bytes is unacknowledged, it gets a keyframe.",
+        "description": "Output flow control on pty-ws/v1: a client that acknowledges what it has rendered (ptyhost.ack {sequence}) is sent at most window_bytes of output beyond it; past that its output is skipped and, once no more than resume_bytes is unacknowledged, it gets a keyframe. An ack may carry window_bytes to ask for a smaller window (at least min_window_bytes); the client then resumes at a quarter of it.",
         "required": FLOW_EXTENSION.required,
         "params": {
             "ack_op": wire::OP_ACK,
             "window_bytes": wire::FLOW_WINDOW_BYTES,
+            "min_window_bytes": wire::MIN_WINDOW_BYTES,
             "resume_bytes": wire::FLOW_RESUME_BYTES,
         },
     })

@@ -616,10 +616,20 @@ async fn a_viewer_that_acknowledges_gets_at_most_its_window_or_the_smaller_one_i
     let window = acking.hello["payload"]["flow_control"]["window_bytes"]
         .as_u64()
         .unwrap() as usize;
-    assert_eq!(
-        acking.hello["payload"]["flow_control"]["ack_op"],
-        "ptyhost.ack"
-    );
+    let flow = &acking.hello["payload"]["flow_control"];
+    assert_eq!(flow["ack_op"], "ptyhost.ack");
+    // The card says what the hello says, the smallest window a client may ask for included.
+    let (_, card) = s.get("/.well-known/agent-card.json", ADMIN).await;
+    let declared = card["capabilities"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["uri"] == flow["extension"])
+        .unwrap_or_else(|| panic!("the card declares flow control: {card}"));
+    for param in ["window_bytes", "min_window_bytes", "resume_bytes"] {
+        assert_eq!(declared["params"][param], flow[param], "{param}");
+    }
+    assert_eq!(flow["min_window_bytes"], 4096);
     let last = joined.iter().map(seq).max().unwrap();
     acking
         .send("ptyhost.ack", json!({ "sequence": last }))
