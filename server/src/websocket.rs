@@ -1,6 +1,6 @@
-//! The server side of a WebSocket (pty-ws connections, direct and forwarded): the upgrade (RFC 6455's handshake on HTTP/1.1,
-//! answered with the subprotocol the attach checks chose), and large messages sent in
-//! fragments. The WebSocket library keeps its write buffer at the size of the largest frame
+//! The server side of a WebSocket (pty-ws connections, direct and forwarded): the upgrade
+//! (RFC 6455's handshake on HTTP/1.1, answered with the subprotocol the attach checks
+//! chose), and large messages sent in fragments. The WebSocket library keeps its write buffer at the size of the largest frame
 //! it ever wrote, for as long as the connection lives; a `MembershipChanged` that lists a
 //! thousand members is some 75 KB, so without fragments every idle viewer would hold that
 //! much.

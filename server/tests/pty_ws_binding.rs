@@ -782,6 +782,40 @@ async fn plain_ws_on_a_non_loopback_address_is_refused_unless_allowed() {
 }
 
 #[tokio::test]
+async fn a_request_that_is_no_websocket_upgrade_is_refused_in_http_s_words_and_joins_nothing() {
+    let s = TestServer::start(&[]).await;
+    let sid = cat_session(&s).await;
+    let proto = bearer_protocols(ADMIN);
+    // A plain GET with a good bearer and subprotocol: 426, saying what the route takes.
+    let plain = s
+        .http
+        .get(s.ws_url(&sid).replace("ws://", "http://"))
+        .header("Sec-WebSocket-Protocol", &proto)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 426);
+    assert!(plain.text().await.unwrap().contains("WebSocket upgrade"));
+    // An upgrade in a WebSocket version other than 13: 400.
+    let headers = [
+        ("Sec-WebSocket-Protocol", proto.as_str()),
+        ("Sec-WebSocket-Version", "8"),
+    ];
+    assert_eq!(
+        upgrade_status(&s.ws_url(&sid), &headers).await.err(),
+        Some(400)
+    );
+    let (_, session) = s.get(&format!("/sessions/{sid}"), ADMIN).await;
+    assert_eq!(session["observers"], 0, "{session}");
+    assert_eq!(session["controllers"], 0, "{session}");
+    // The same upgrade in version 13 goes through.
+    let ws = upgrade_status(&s.ws_url(&sid), &headers[..1])
+        .await
+        .unwrap();
+    drop(ws);
+}
+
+#[tokio::test]
 async fn binding_scenario_11_json_clients_get_base64_output_and_send_session_input() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
