@@ -782,6 +782,51 @@ async fn plain_ws_on_a_non_loopback_address_is_refused_unless_allowed() {
 }
 
 #[tokio::test]
+async fn a_resubscribe_replays_task_updates_the_ring_no_longer_holds_from_the_store() {
+    // A ring of four frames: the task's output pushes its updates out to the store.
+    let s = TestServer::start(&["--replay-frames", "4"]).await;
+    let sid = shell(&s).await;
+    let mut streamer = s.attach(&sid, ADMIN).await;
+    streamer.join("controller").await;
+    streamer
+        .send(
+            "SendStreamingMessage",
+            text_message("for i in $(seq 1 400); do echo line-$i; sleep 0.005; done"),
+        )
+        .await;
+    let accepted = streamer.expect_op("SendStreamingMessage.Accepted").await;
+    let task_id = accepted["payload"]["task_id"].as_str().unwrap().to_owned();
+    let mut streamed = Vec::new();
+    loop {
+        let f = streamer.next().await;
+        if f["op"] == "TaskStatusUpdate" {
+            let done = f["payload"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED";
+            streamed.push((seq(&f), f["id"].clone()));
+            if done {
+                break;
+            }
+        }
+    }
+    // More updates than the store is read for at a time, all long gone from the ring.
+    assert!(streamed.len() > 256, "{} updates", streamed.len());
+    // From just before the first update the streamer saw (one may come before `Accepted`).
+    let mut back = s.attach(&sid, ADMIN).await;
+    back.send_env(
+        "SubscribeToTask",
+        json!({ "task_id": task_id }),
+        json!({ "replay_from": streamed[0].0 - 1 }),
+    )
+    .await;
+    back.expect_op("SubscribeToTask.Accepted").await;
+    let mut replayed = Vec::new();
+    while replayed.len() < streamed.len() {
+        let f = back.expect_op("TaskStatusUpdate").await;
+        replayed.push((seq(&f), f["id"].clone()));
+    }
+    assert_eq!(replayed, streamed, "every update, as it first went out");
+}
+
+#[tokio::test]
 async fn a_request_that_is_no_websocket_upgrade_is_refused_in_http_s_words_and_joins_nothing() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;

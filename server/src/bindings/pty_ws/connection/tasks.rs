@@ -2,6 +2,10 @@
 //! blocking send never holds up the terminal stream.
 
 use super::*;
+use crate::store::Frame;
+
+/// Task updates read from the store per page when a subscriber replays.
+const UPDATE_PAGE: u32 = 256;
 
 /// What an A2A operation on this connection needs, apart from the connection.
 pub(super) struct TaskContext {
@@ -276,32 +280,52 @@ impl TaskContext {
             }
             Replay::None => return Ok(after),
         };
-        let stored = match store {
-            Some((from, before)) => (self.state.store)
-                .frames_between(&self.session_id, from, before)
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::error!(error = %e, "reading task updates to replay failed");
-                    Vec::new()
-                }),
-            None => Vec::new(),
-        };
         let mut upto = after;
-        for f in stored.iter().chain(&ring).filter(|f| is_task_update(f)) {
-            let crate::store::FrameBody::Envelope { text, .. } = &f.body else {
-                continue;
-            };
-            let Ok(mut env) = serde_json::from_slice::<Envelope>(text) else {
-                continue;
-            };
-            if env.payload["task_id"] != task_id {
-                continue;
+        if let Some((from, before)) = store {
+            // Only the session's task updates, a page at a time from the kind index: a
+            // replay after a flood reads none of its output.
+            let mut start = from + 1;
+            while start < before {
+                let page = (self.state.store)
+                    .frames_of_kinds(&self.session_id, &[TASK_UPDATE], start, UPDATE_PAGE)
+                    .await;
+                let page = match page {
+                    Ok(page) => page,
+                    Err(e) => {
+                        tracing::error!(error = %e, "reading task updates to replay failed");
+                        break;
+                    }
+                };
+                for f in page.iter().take_while(|f| f.sequence < before) {
+                    self.send_update(f, task_id, &mut upto).await?;
+                }
+                match page.last() {
+                    Some(last) if page.len() == UPDATE_PAGE as usize => start = last.sequence + 1,
+                    _ => break,
+                }
             }
-            env.service_parameters = self.service_parameters();
-            self.frames.send(env.to_text()).await.map_err(drop)?;
-            upto = f.sequence;
+        }
+        for f in ring.iter().filter(|f| is_task_update(f)) {
+            self.send_update(f, task_id, &mut upto).await?;
         }
         Ok(upto)
+    }
+
+    /// Sends retained task update `f` if it is task `task_id`'s, noting its sequence.
+    async fn send_update(&self, f: &Frame, task_id: &str, upto: &mut u64) -> Result<(), ()> {
+        let crate::store::FrameBody::Envelope { text, .. } = &f.body else {
+            return Ok(());
+        };
+        let Ok(mut env) = serde_json::from_slice::<Envelope>(text) else {
+            return Ok(());
+        };
+        if env.payload["task_id"] != task_id {
+            return Ok(());
+        }
+        env.service_parameters = self.service_parameters();
+        self.frames.send(env.to_text()).await.map_err(drop)?;
+        *upto = f.sequence;
+        Ok(())
     }
 }
 
