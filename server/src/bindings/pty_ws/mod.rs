@@ -77,9 +77,16 @@ pub async fn attach(
     upgrade: Result<Upgrade, NotAnUpgrade>,
     admitted: Option<axum::Extension<Arc<Admitted>>>,
 ) -> Response {
-    match check_attach(&state, &sid, &uri, &headers).await {
-        Err(e) => e.into_response(),
-        Ok((principal, subprotocol, _slot, Owner::There { url, .. })) => {
+    let checked = check_attach(&state, &sid, &uri, &headers).await;
+    // What the checks refuse is refused first; then a request that is no upgrade.
+    let (checked, upgrade) = match (checked, upgrade) {
+        (Err(e), _) => return e.into_response(),
+        (_, Err(rejection)) => return rejection.into_response(),
+        (Ok(checked), Ok(upgrade)) => (checked, upgrade),
+    };
+    let tracker = state.connections.clone();
+    match checked {
+        (principal, subprotocol, _slot, Owner::There { url, .. }) => {
             // Another node runs the session: its answer to the upgrade is ours.
             let url = forward::attach_url(&url, &state.instance_id, &sid);
             let owner =
@@ -90,29 +97,23 @@ pub async fn attach(
                     Err(Some(refused)) => return refused,
                     Err(None) => return ApiError::node_unreachable().into_response(),
                 };
-            let tracker = state.connections.clone();
-            upgraded(upgrade, subprotocol, &tracker, admitted, move |socket| {
+            upgraded(upgrade, subprotocol, tracker, admitted, move |socket| {
                 forwarded::run(state, socket, owner, sid)
             })
         }
-        Ok((principal, subprotocol, slot, Owner::Here)) => {
-            if upgrade.is_ok() {
-                let attach = audit::Record::new(audit::Event::Attach, &sid)
+        (principal, subprotocol, slot, Owner::Here) => {
+            let attach = audit::Record::new(audit::Event::Attach, &sid)
+                .by(&principal.token_id)
+                .detail(json!({ "scope": principal.scope.as_str(), "subprotocol": subprotocol }));
+            state.audit.record(attach);
+            if principal.share_link {
+                let used = audit::Record::new(audit::Event::ShareLinkUsed, &sid)
                     .by(&principal.token_id)
-                    .detail(
-                        json!({ "scope": principal.scope.as_str(), "subprotocol": subprotocol }),
-                    );
-                state.audit.record(attach);
-                if principal.share_link {
-                    let used = audit::Record::new(audit::Event::ShareLinkUsed, &sid)
-                        .by(&principal.token_id)
-                        .detail(json!({ "to": "attach" }));
-                    state.audit.record(used);
-                }
+                    .detail(json!({ "to": "attach" }));
+                state.audit.record(used);
             }
-            let tracker = state.connections.clone();
             let binary = subprotocol == SUBPROTOCOL_BINARY;
-            upgraded(upgrade, subprotocol, &tracker, admitted, move |socket| {
+            upgraded(upgrade, subprotocol, tracker, admitted, move |socket| {
                 Connection::new(state, principal, sid, binary, slot).run(socket)
             })
         }
@@ -122,20 +123,15 @@ pub async fn attach(
 /// Completes the upgrade with this binding's limits and runs `serve` on the socket; the
 /// socket keeps its place among the server's connections (and its admission) until then.
 fn upgraded<F>(
-    upgrade: Result<Upgrade, NotAnUpgrade>,
+    ws: Upgrade,
     subprotocol: &'static str,
-    tracker: &tokio_util::task::TaskTracker,
+    tracker: tokio_util::task::TaskTracker,
     admitted: Option<axum::Extension<Arc<Admitted>>>,
     serve: impl FnOnce(Socket) -> F + Send + 'static,
 ) -> Response
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    let ws = match upgrade {
-        Ok(ws) => ws,
-        Err(rejection) => return rejection.into_response(),
-    };
-    let tracker = tracker.clone();
     let config = WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(Some(READ_LIMIT_BYTES))
