@@ -109,8 +109,8 @@ pub fn open_terminal_with(
     (term, fit)
 }
 
-/// The terminal element in `host`, unscaled.
-fn unscaled(host: &web_sys::HtmlElement) -> Option<web_sys::HtmlElement> {
+/// Drops any scaling of the terminal element in `host`; the element.
+fn unscale(host: &web_sys::HtmlElement) -> Option<web_sys::HtmlElement> {
     let el = host.first_element_child()?;
     let el = el.dyn_into::<web_sys::HtmlElement>().ok()?;
     let _ = el.style().remove_property("transform");
@@ -120,7 +120,7 @@ fn unscaled(host: &web_sys::HtmlElement) -> Option<web_sys::HtmlElement> {
 /// Scales the terminal in `host` down until it fits its width (a screen larger than the
 /// pane it is watched in).
 pub fn scale_into(host: &web_sys::HtmlElement) {
-    let Some(el) = unscaled(host) else {
+    let Some(el) = unscale(host) else {
         return;
     };
     let (have, need) = (host.client_width(), el.scroll_width());
@@ -248,11 +248,6 @@ impl Screen {
         }
         self.write(snapshot);
         self.behind.set(false);
-    }
-
-    /// The terminal element, unscaled.
-    fn unscaled(&self) -> Option<web_sys::HtmlElement> {
-        unscaled(&self.host)
     }
 
     /// An observer follows the controller's size and scales to fit its pane.
@@ -571,10 +566,9 @@ fn on_session_frame(
     Vec::new()
 }
 
-/// A controller sizes the PTY to its pane.
-/// The controller's size: its pane, at full scale (an observer's scaling goes).
+/// A controller sizes the PTY to its pane, at full scale (an observer's scaling goes).
 fn fit(screen: &Screen, c: &mut Cursor) -> Vec<String> {
-    screen.unscaled();
+    unscale(&screen.host);
     match screen.fitted() {
         Some(size) if size != c.size => {
             c.size = size;
