@@ -167,10 +167,16 @@ pub async fn noting_authentication<F: std::future::Future>(request: F) -> (F::Ou
         .await
 }
 
-pub async fn authenticate(store: &Store, token: Option<&str>) -> Result<Principal, AuthError> {
-    let token = token.filter(|t| !t.is_empty()).ok_or(AuthError::Missing)?;
+/// Notes, for `noting_authentication`, that a token authenticated the request.
+pub fn note_authenticated() {
+    let _ = AUTHENTICATED.try_with(|noted| noted.set(true));
+}
+
+/// The principal of the valid token whose hash is `hash`, and when the token expires, read
+/// from the store (`Revocations::authenticate` remembers it).
+pub async fn lookup(store: &Store, hash: &str) -> Result<(Principal, Option<i64>), AuthError> {
     let row = store
-        .token_by_hash(&hash(token))
+        .token_by_hash(hash)
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "token lookup failed");
@@ -181,14 +187,15 @@ pub async fn authenticate(store: &Store, token: Option<&str>) -> Result<Principa
     if row.revoked_at.is_some() || row.expires_at.is_some_and(|e| e <= now) {
         return Err(AuthError::Invalid);
     }
-    let _ = AUTHENTICATED.try_with(|noted| noted.set(true));
-    Ok(Principal {
+    note_authenticated();
+    let principal = Principal {
         token_id: row.id,
         scope: row.scope.parse().map_err(|_| AuthError::Invalid)?,
         session_id: row.session_id,
         label: row.label,
         share_link: row.kind == "share",
-    })
+    };
+    Ok((principal, row.expires_at))
 }
 
 /// The token of an `Authorization: Bearer …` header.

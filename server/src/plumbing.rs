@@ -239,7 +239,7 @@ pub async fn authenticate(
 ) -> Result<Principal, AuthError> {
     match crate::cluster::forward::principal(&state.node, headers) {
         Some(forwarded) => forwarded,
-        None => auth::authenticate(&state.store, token).await,
+        None => state.revocations.authenticate(&state.store, token).await,
     }
 }
 

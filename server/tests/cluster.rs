@@ -301,16 +301,13 @@ async fn a_token_revoked_on_one_node_is_refused_everywhere_and_cuts_its_connecti
         .to_owned();
     let revoked_at = std::time::Instant::now();
     c[2].token_cli(&["revoke", &id]).await;
-    assert_eq!(
-        c[0].get("/sessions", &token).await.0,
-        401,
-        "refused on A at once"
-    );
+    c[0].until_refused(&token).await;
+    let refused = revoked_at.elapsed();
     let (code, _) = via_b.until_close().await;
     assert_eq!(code, Some(4401), "the connection through B is cut");
     assert!(
-        revoked_at.elapsed() < Duration::from_millis(1500),
-        "cut {:?} after the revocation",
+        refused < Duration::from_secs(1) && revoked_at.elapsed() < Duration::from_millis(1500),
+        "refused on A {refused:?} and cut on B {:?} after the revocation",
         revoked_at.elapsed()
     );
 }

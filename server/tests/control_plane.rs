@@ -243,13 +243,18 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
             .0,
         204
     );
+    // Revoked here, so refused at once, and the link's open connection is cut.
+    assert_eq!(bearer_refusal(&s.ws_url(&sid), &token).await, Some(401));
+    let (code, _) = viewer
+        .until_close_within(std::time::Duration::from_millis(100))
+        .await;
+    assert_eq!(code, Some(4401));
     assert_eq!(
         s.delete(&format!("/sessions/{sid}/share/{link_id}"), ADMIN)
             .await
             .0,
         404
     );
-    assert_eq!(bearer_refusal(&s.ws_url(&sid), &token).await, Some(401));
     assert_eq!(
         s.get(&format!("/sessions/{sid}/share"), ADMIN).await.1["links"],
         json!([])

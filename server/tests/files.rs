@@ -382,6 +382,7 @@ async fn a_revoked_token_a_foreign_session_and_an_oversized_file_are_refused() {
     let list = s.token_cli(&["list"]).await;
     let id = list.lines().last().unwrap().split('\t').next().unwrap();
     s.token_cli(&["revoke", id]).await;
+    s.until_refused(&token).await;
     let (status, body) = put(&s, &sid, "after", &token, b"x".to_vec()).await;
     assert_eq!(
         (status, body["error"]["status"].as_str()),

@@ -279,6 +279,7 @@ pub async fn revoke_share(
         .revoke_token(&id, Some(&sid), clock::now_ms())
         .await?
     {
+        state.revocations.revoked(&id);
         state.audit.record(
             audit::Record::new(audit::Event::ShareLinkRevoked, &sid)
                 .by(&who.token_id)

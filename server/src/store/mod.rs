@@ -149,6 +149,10 @@ impl Store {
             // A database that went away fails a query in seconds (and `/readyz` with it),
             // not after sqlx's default half minute.
             .acquire_timeout(Duration::from_secs(5))
+            // sqlx pings a connection before handing it out: on SQLite that is a second
+            // trip to the connection's thread for every query, for a file that cannot go
+            // away; a PostgreSQL connection can, so it is still checked.
+            .test_before_acquire(backend == Backend::Postgres)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {

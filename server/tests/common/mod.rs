@@ -351,6 +351,16 @@ impl TestServer {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// Asks `GET /sessions` with `token` until the server refuses it (a token revoked by
+    /// another process is, within the revocation watcher's period); panics after 2 s.
+    pub async fn until_refused(&self, token: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while self.get("/sessions", token).await.0 != 401 {
+            assert!(std::time::Instant::now() < deadline, "the token is still taken");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub async fn token(&self, scope: &str, session: Option<&str>) -> String {
         let mut args = vec!["create", "--scope", scope];
         if let Some(s) = session {

@@ -35,7 +35,9 @@ impl Peer {
             secret: None,
         };
         let token = auth::issue(&state.store, request).await.unwrap();
-        let principal = auth::authenticate(&state.store, Some(&token.secret))
+        let principal = state
+            .revocations
+            .authenticate(&state.store, Some(&token.secret))
             .await
             .unwrap();
         let slot = state.limits.session_slot(&sid).unwrap();
