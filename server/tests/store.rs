@@ -480,6 +480,33 @@ async fn tasks_are_replaced_filtered_paged_and_found_unfinished_by_context_and_n
 }
 
 #[tokio::test]
+async fn task_writes_made_at_once_are_all_committed_and_each_task_keeps_its_last() {
+    on_both_backends(async |store, b| {
+        store
+            .insert_session(&session("ctx", "node-a", "running"))
+            .await
+            .unwrap();
+        // 200 writes at once (more than one group): 100 tasks, each written twice in order.
+        let writes = (0..200).map(|n| {
+            let store = store.clone();
+            let (id, version) = (format!("t{}", n % 100), n / 100);
+            async move {
+                let json = format!(r#"{{"id":"{id}","version":{version}}}"#);
+                store.put_task(&id, "ctx", "TASK_STATE_WORKING", n, &json).await
+            }
+        });
+        for written in futures_util::future::join_all(writes).await {
+            written.unwrap();
+        }
+        for i in 0..100 {
+            let task = store.task(&format!("t{i}")).await.unwrap();
+            assert!(task.unwrap().contains(r#""version":1"#), "{b}: t{i} keeps its last");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn audit_and_a202_streams_append_and_read_back_in_order() {
     on_both_backends(async |store, b| {
         for (i, session) in [(1, Some("s1")), (2, None), (3, Some("s1"))] {

@@ -22,7 +22,7 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, AssertSqlSafe, Row};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 #[derive(Clone)]
 pub struct Store {
@@ -30,6 +30,8 @@ pub struct Store {
     backend: Backend,
     /// The last write that had to be retried has not succeeded yet.
     refusing: Arc<watch::Sender<bool>>,
+    /// Task writes go to one writer, which writes them in groups (`tasks::TaskWriter`).
+    task_writes: mpsc::Sender<TaskWrite>,
 }
 
 /// The database a store runs on: SQLite embedded (one node), or PostgreSQL shared by the
@@ -172,6 +174,7 @@ impl Store {
         }
         .context("applying migrations")?;
         Ok(Store {
+            task_writes: TaskWriter::start(pool.clone()),
             pool,
             backend,
             refusing: Arc::new(watch::Sender::new(false)),

@@ -2,6 +2,8 @@
 
 use super::*;
 
+use tokio::sync::oneshot;
+
 /// Which tasks a listing wants, newest status first.
 #[derive(Debug, Clone, Default)]
 pub struct TaskFilter<'a> {
@@ -42,8 +44,82 @@ pub(super) fn push_config_row(r: &AnyRow) -> PushConfigRow {
 /// The columns `push_config_row` reads, in its order.
 pub(super) const PUSH_CONFIG_COLUMNS: &str = "task_id, id, version, config, created_at";
 
+/// One task as it now is, waiting for the task writer.
+pub(super) struct TaskWrite {
+    id: String,
+    context_id: String,
+    state: String,
+    status_at: i64,
+    task: String,
+    written: oneshot::Sender<Result<(), String>>,
+}
+
+/// The most task writes one statement takes.
+const MOST_PER_GROUP: usize = 64;
+
+/// Writes tasks in groups: whatever waits when it is free goes into one statement, the
+/// newest write of each task only, and every writer hears back once that is committed. So
+/// concurrent transitions share one trip to the database (and SQLite's write lock, which
+/// writers taking it one by one wait for in turn).
+pub(super) struct TaskWriter {
+    pool: AnyPool,
+    waiting: mpsc::Receiver<TaskWrite>,
+}
+
+impl TaskWriter {
+    /// Starts the writer; it ends once every sender (every clone of the store) is gone.
+    pub(super) fn start(pool: AnyPool) -> mpsc::Sender<TaskWrite> {
+        let (sender, waiting) = mpsc::channel(4 * MOST_PER_GROUP);
+        tokio::spawn(TaskWriter { pool, waiting }.run());
+        sender
+    }
+
+    async fn run(mut self) {
+        let mut group = Vec::with_capacity(MOST_PER_GROUP);
+        while self.waiting.recv_many(&mut group, MOST_PER_GROUP).await > 0 {
+            let written = self.write(&group).await.map_err(|e| format!("{e:#}"));
+            for w in group.drain(..) {
+                let _ = w.written.send(written.clone());
+            }
+        }
+    }
+
+    async fn write(&self, group: &[TaskWrite]) -> Result<()> {
+        let newest: Vec<&TaskWrite> = group
+            .iter()
+            .enumerate()
+            .filter(|(i, w)| !group[i + 1..].iter().any(|later| later.id == w.id))
+            .map(|(_, w)| w)
+            .collect();
+        let values: Vec<String> = (0..newest.len())
+            .map(|i| {
+                let n = 5 * i;
+                format!("(${}, ${}, ${}, ${}, ${})", n + 1, n + 2, n + 3, n + 4, n + 5)
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO tasks (id, context_id, state, status_at, task) VALUES {}
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state, status_at = excluded.status_at,
+             task = excluded.task",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for w in newest {
+            query = query
+                .bind(&w.id)
+                .bind(&w.context_id)
+                .bind(&w.state)
+                .bind(w.status_at)
+                .bind(&w.task);
+        }
+        query.execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
 impl Store {
-    /// Writes a task as it now is (insert or replace).
+    /// Writes a task as it now is (insert or replace), in a group with the task writes
+    /// made meanwhile; returns once it is committed.
     pub async fn put_task(
         &self,
         id: &str,
@@ -52,19 +128,18 @@ impl Store {
         status_at: i64,
         task_json: &str,
     ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO tasks (id, context_id, state, status_at, task) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (id) DO UPDATE SET state = excluded.state, status_at = excluded.status_at,
-             task = excluded.task",
-        )
-        .bind(id)
-        .bind(context_id)
-        .bind(state)
-        .bind(status_at)
-        .bind(task_json)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        let (written, answer) = oneshot::channel();
+        let write = TaskWrite {
+            id: id.to_owned(),
+            context_id: context_id.to_owned(),
+            state: state.to_owned(),
+            status_at,
+            task: task_json.to_owned(),
+            written,
+        };
+        let gone = || anyhow::anyhow!("the task writer has stopped");
+        self.task_writes.send(write).await.map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?.map_err(anyhow::Error::msg)
     }
 
     pub async fn task(&self, id: &str) -> Result<Option<String>> {
