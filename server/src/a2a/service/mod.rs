@@ -5,6 +5,7 @@
 mod elsewhere;
 mod execute;
 mod feed;
+mod finished;
 mod list;
 mod push_configs;
 mod receipts;
@@ -31,6 +32,7 @@ use crate::executor::{Executor, Plan, Update, Work, shell};
 use crate::store::{Store, TaskFilter, TasksOf};
 pub use elsewhere::Elsewhere;
 use feed::{Feed, Follow, STREAM_BUFFER};
+use finished::Finished;
 pub use feed::{Place, TaskStream};
 use list::parse_ms;
 use receipts::receipt_metadata;
@@ -52,6 +54,8 @@ struct Inner {
     elsewhere: Arc<dyn Elsewhere>,
     /// Tasks still running in this process: their latest snapshot, and cancel requests.
     live: Mutex<HashMap<String, Live>>,
+    /// Tasks that ended lately.
+    finished: Finished,
 }
 
 struct Live {
@@ -96,6 +100,7 @@ impl TaskService {
                 commerce,
                 elsewhere,
                 live: Mutex::new(HashMap::new()),
+                finished: Finished::default(),
             }),
         }
     }
@@ -138,16 +143,15 @@ impl TaskService {
             .as_deref()
             .and_then(parse_ms)
             .unwrap_or_else(clock::now_ms);
-        self.inner
-            .store
-            .put_task(
-                &task.id,
-                &task.context_id,
-                task.status.state.name(),
-                at,
-                &serde_json::to_string(task)?,
-            )
-            .await
+        let json = serde_json::to_string(task)?;
+        let state = task.status.state;
+        (self.inner.store)
+            .put_task(&task.id, &task.context_id, state.name(), at, &json)
+            .await?;
+        if state.is_terminal() {
+            self.inner.finished.keep(task, json.len());
+        }
+        Ok(())
     }
 
     /// SendMessage: starts a task for the message and, unless `returnImmediately`, waits
@@ -339,17 +343,19 @@ impl TaskService {
         live.get(id).map(|l| l.feed.snapshot.borrow().clone())
     }
 
-    /// The latest view of a task: live in this process, or from the store.
+    /// The latest view of a task: live in this process, ended lately, or from the store.
     async fn current(&self, id: &str) -> Result<Option<Task>, A2aError> {
-        if let Some(t) = self.live_snapshot(id) {
+        if let Some(t) = self.live_snapshot(id).or_else(|| self.inner.finished.get(id)) {
             return Ok(Some(t));
         }
-        match self.inner.store.task(id).await? {
-            Some(json) => Ok(Some(
-                serde_json::from_str(&json).map_err(anyhow::Error::from)?,
-            )),
-            None => Ok(None),
+        let Some(json) = self.inner.store.task(id).await? else {
+            return Ok(None);
+        };
+        let task: Task = serde_json::from_str(&json).map_err(anyhow::Error::from)?;
+        if task.status.state.is_terminal() {
+            self.inner.finished.keep(&task, json.len());
         }
+        Ok(Some(task))
     }
 
     /// GetTask. A task outside the caller's sessions is "not found", never "forbidden".
