@@ -81,9 +81,16 @@ pub enum Outbound {
         binary: bool,
         queued: std::time::Instant,
     },
+    /// The newest membership list, a JSON text frame. While it waits at the tail of the
+    /// queue, a newer list replaces it in place (a burst of joins sends the last one only);
+    /// the connection takes it out when it gets there.
+    Membership(MembershipSlot),
     /// The session is over (or the server stops): say goodbye with this reason and close.
     Goodbye(&'static str),
 }
+
+/// Where a queued `Outbound::Membership` keeps its frame until the connection takes it.
+pub type MembershipSlot = std::sync::Arc<std::sync::Mutex<Option<Bytes>>>;
 
 /// The op of a task event in the session's stream, and the kind it is retained as.
 pub const TASK_UPDATE: &str = "TaskStatusUpdate";

@@ -237,6 +237,16 @@ impl Connection {
                             last_sent = Instant::now();
                             continue;
                         }
+                        Some(Outbound::Membership(slot)) => {
+                            let json = slot.lock().unwrap().take();
+                            if let Some(json) = json
+                                && self.send_bytes(sink, json).await.is_err()
+                            {
+                                return;
+                            }
+                            last_sent = Instant::now();
+                            continue;
+                        }
                         Some(Outbound::Goodbye(reason)) => reason,
                         None => "session_closed",
                     };
@@ -615,6 +625,7 @@ impl Connection {
             match out {
                 Outbound::Output { .. } => skipped += 1,
                 Outbound::Frame(json) => kept.push(json),
+                Outbound::Membership(slot) => kept.extend(slot.lock().unwrap().take()),
                 Outbound::Goodbye(reason) => {
                     goodbye = Some(reason);
                     break;

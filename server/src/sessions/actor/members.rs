@@ -62,6 +62,7 @@ impl Actor {
             flow: None,
             lagged: false,
             last_keyframe_request: None,
+            membership_tail: None,
         });
         let rest = match replay {
             Replay::None => {

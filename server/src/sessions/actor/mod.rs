@@ -5,7 +5,7 @@
 //! (flow control), `ending` (the program's end and the session's), `backlog` (the queue to
 //! the write-behind).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -34,8 +34,8 @@ use super::pty::{Exit, InputError, Pty, PtyEvents};
 use super::replay::Ring;
 use super::screen::Screen;
 use super::{
-    Command, JoinRequest, Joined, LiveStatus, Outbound, Refusal, Replay, SessionHandle, Sessions,
-    Settings, encode_frame, envelope, new_frame, new_output,
+    Command, JoinRequest, Joined, LiveStatus, MembershipSlot, Outbound, Refusal, Replay,
+    SessionHandle, Sessions, Settings, encode_frame, envelope, new_frame, new_output,
 };
 use crate::auth::Scope;
 use crate::clock;
@@ -181,6 +181,8 @@ struct Member {
     flow: Option<Window>,
     lagged: bool,
     last_keyframe_request: Option<Instant>,
+    /// The membership frame at the tail of the queue, while nothing was queued after it.
+    membership_tail: Option<MembershipSlot>,
 }
 
 struct Actor {
@@ -386,15 +388,21 @@ impl Actor {
 
     /// `broadcast`, fanned out only to the members `to` picks.
     fn broadcast_to(&mut self, frame: SessionFrame, to: impl Fn(&Member) -> bool) -> Bytes {
-        let seq = self.next_seq();
-        let retained = new_frame(seq, &frame, clock::now_ms());
-        let json = envelope(&retained);
-        self.retain(retained);
+        let json = self.number(frame);
         for i in 0..self.members.len() {
             if to(&self.members[i]) {
                 self.deliver(i, Outbound::Frame(json.clone()));
             }
         }
+        json
+    }
+
+    /// Numbers, encodes, retains and persists one frame.
+    fn number(&mut self, frame: SessionFrame) -> Bytes {
+        let seq = self.next_seq();
+        let retained = new_frame(seq, &frame, clock::now_ms());
+        let json = envelope(&retained);
+        self.retain(retained);
         json
     }
 
@@ -463,6 +471,7 @@ impl Actor {
     /// its queue has room again it gets `PTY_OUTPUT_LAGGED` and a fresh keyframe instead of
     /// what it missed.
     fn deliver(&mut self, i: usize, out: Outbound) {
+        self.members[i].membership_tail = None;
         if self.members[i].lagged {
             if self.members[i].out.capacity() >= 2 {
                 self.resync(i);
@@ -602,7 +611,31 @@ impl Actor {
     fn membership_changed(&mut self, skip: Option<&str>) -> Bytes {
         self.publish_status();
         let frame = self.membership_frame();
-        self.broadcast(frame, skip)
+        let json = self.number(frame);
+        for i in 0..self.members.len() {
+            if skip != Some(self.members[i].client_id.as_str()) {
+                self.deliver_membership(i, json.clone());
+            }
+        }
+        json
+    }
+
+    /// A membership frame for member `i`: in place of the one at the tail of its queue, if
+    /// that is still waiting there, else queued.
+    fn deliver_membership(&mut self, i: usize, json: Bytes) {
+        if let Some(slot) = &self.members[i].membership_tail {
+            let mut waiting = slot.lock().unwrap();
+            if waiting.is_some() {
+                *waiting = Some(json);
+                return;
+            }
+        }
+        let slot = MembershipSlot::new(Mutex::new(Some(json)));
+        self.deliver(i, Outbound::Membership(slot.clone()));
+        let m = &mut self.members[i];
+        if !m.lagged {
+            m.membership_tail = Some(slot);
+        }
     }
 }
 

@@ -180,3 +180,44 @@ async fn an_observer_token_s_input_is_refused_even_after_joining() {
     assert_eq!(error_code(&refusal), "PERMISSION_DENIED");
     assert_eq!(refusal.id, "c-pty.session_input");
 }
+
+#[tokio::test]
+async fn a_burst_of_joins_leaves_a_viewer_that_reads_nothing_one_membership_list_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = crate::cli::serve::test_state(dir.path(), &[]).await;
+    let spec = SpecRequest {
+        argv: Some(vec!["cat".into()]),
+        ..SpecRequest::default()
+    };
+    let spec = spec.into_spec(state.sessions.settings()).unwrap();
+    let sid = state.sessions.create(spec).await.unwrap().id;
+    let handle = state.sessions.live(&sid).unwrap();
+    let mut queues = Vec::new();
+    for _ in 0..21 {
+        let (out, queue) = sessions::viewer_queue();
+        let request = JoinRequest {
+            role: Role::Observer,
+            scope: Scope::Observe,
+            label: None,
+            replay_from: None,
+            size: None,
+            out,
+            binary: true,
+        };
+        handle
+            .ask(|r| Command::Join(request, r))
+            .await
+            .unwrap()
+            .unwrap();
+        queues.push(queue);
+    }
+    let mut lists = Vec::new();
+    while let Ok(out) = queues[0].try_recv() {
+        if let Outbound::Membership(slot) = out {
+            lists.extend(slot.lock().unwrap().take());
+        }
+    }
+    assert_eq!(lists.len(), 1, "20 joins, one list waiting");
+    let list: Value = serde_json::from_slice(&lists[0]).unwrap();
+    assert_eq!(list["payload"]["observers"].as_array().unwrap().len(), 21);
+}
