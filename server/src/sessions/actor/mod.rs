@@ -469,20 +469,22 @@ impl Actor {
 
     /// Queues a frame for member `i` without waiting. A full queue marks it lagging; once
     /// its queue has room again it gets `PTY_OUTPUT_LAGGED` and a fresh keyframe instead of
-    /// what it missed.
-    fn deliver(&mut self, i: usize, out: Outbound) {
+    /// what it missed. Whether `out` was queued.
+    fn deliver(&mut self, i: usize, out: Outbound) -> bool {
         self.members[i].membership_tail = None;
         if self.members[i].lagged {
             if self.members[i].out.capacity() >= 2 {
                 self.resync(i);
             }
-            return;
+            return false;
         }
         let m = &mut self.members[i];
         if let Err(mpsc::error::TrySendError::Full(_)) = m.out.try_send(out) {
             tracing::debug!(session_id = %self.id, client_id = %m.client_id, "viewer lagging");
             m.lagged = true;
+            return false;
         }
+        true
     }
 
     /// `PTY_OUTPUT_LAGGED` and a fresh keyframe for member `i`, in place of what it missed.
@@ -494,6 +496,7 @@ impl Actor {
         let keyframe = self.personal_keyframe();
         let m = &mut self.members[i];
         m.lagged = false;
+        m.membership_tail = None;
         for f in [lagged, keyframe] {
             let _ = m.out.try_send(Outbound::Frame(f));
         }
@@ -631,10 +634,8 @@ impl Actor {
             }
         }
         let slot = MembershipSlot::new(Mutex::new(Some(json)));
-        self.deliver(i, Outbound::Membership(slot.clone()));
-        let m = &mut self.members[i];
-        if !m.lagged {
-            m.membership_tail = Some(slot);
+        if self.deliver(i, Outbound::Membership(slot.clone())) {
+            self.members[i].membership_tail = Some(slot);
         }
     }
 }
