@@ -8,6 +8,18 @@ use tokio_tungstenite::tungstenite;
 use super::*;
 use crate::sessions::SpecRequest;
 
+/// A server's state in `dir` and a new session of it running `cat`.
+async fn cat_session(dir: &tempfile::TempDir) -> (AppState, String) {
+    let state = crate::cli::serve::test_state(dir.path(), &[]).await;
+    let spec = SpecRequest {
+        argv: Some(vec!["cat".into()]),
+        ..SpecRequest::default()
+    };
+    let spec = spec.into_spec(state.sessions.settings()).unwrap();
+    let sid = state.sessions.create(spec).await.unwrap().id;
+    (state, sid)
+}
+
 /// A client at the other end of a `Connection`: what it sends, what it receives.
 struct Peer {
     to_server: UnboundedSender<Result<Message, WsError>>,
@@ -19,13 +31,7 @@ impl Peer {
     /// A connection with a new token of `scope` on a new session running `cat`.
     async fn connect(scope: Scope) -> Peer {
         let dir = tempfile::tempdir().unwrap();
-        let state = crate::cli::serve::test_state(dir.path(), &[]).await;
-        let spec = SpecRequest {
-            argv: Some(vec!["cat".into()]),
-            ..SpecRequest::default()
-        };
-        let spec = spec.into_spec(state.sessions.settings()).unwrap();
-        let sid = state.sessions.create(spec).await.unwrap().id;
+        let (state, sid) = cat_session(&dir).await;
         let request = auth::TokenRequest {
             scope,
             session_id: None,
@@ -184,13 +190,7 @@ async fn an_observer_token_s_input_is_refused_even_after_joining() {
 #[tokio::test]
 async fn a_burst_of_joins_leaves_a_viewer_that_reads_nothing_one_membership_list_the_newest() {
     let dir = tempfile::tempdir().unwrap();
-    let state = crate::cli::serve::test_state(dir.path(), &[]).await;
-    let spec = SpecRequest {
-        argv: Some(vec!["cat".into()]),
-        ..SpecRequest::default()
-    };
-    let spec = spec.into_spec(state.sessions.settings()).unwrap();
-    let sid = state.sessions.create(spec).await.unwrap().id;
+    let (state, sid) = cat_session(&dir).await;
     let handle = state.sessions.live(&sid).unwrap();
     let mut queues = Vec::new();
     for _ in 0..21 {
