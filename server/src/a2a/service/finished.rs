@@ -13,7 +13,7 @@ use wire::a2a::Task;
 const KEEP_FOR: Duration = Duration::from_secs(10);
 
 /// The most JSON the kept tasks may add up to.
-const MOST_BYTES: usize = 8 << 20;
+const MOST_BYTES: usize = 4 << 20;
 
 #[derive(Default)]
 pub(super) struct Finished {
