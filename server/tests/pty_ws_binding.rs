@@ -204,6 +204,13 @@ fn text_message(text: &str) -> Value {
     json!({ "message": { "messageId": format!("ws-{text}"), "role": "ROLE_USER", "parts": [{ "text": text }] } })
 }
 
+/// Starts `command` as a streamed task on `c`; returns the task's id.
+async fn stream_task(c: &mut Client, command: &str) -> String {
+    c.send("SendStreamingMessage", text_message(command)).await;
+    let accepted = c.expect_op("SendStreamingMessage.Accepted").await;
+    accepted["payload"]["task_id"].as_str().unwrap().to_owned()
+}
+
 /// Reads TaskStatusUpdate frames until the task is terminal; returns them.
 async fn updates_until_terminal(c: &mut Client) -> Vec<Value> {
     let mut frames = Vec::new();
@@ -382,14 +389,11 @@ async fn binding_8_3_task_updates_are_sequenced_and_a_resubscribe_with_replay_fr
     // A joined client that streams the task: its updates and its output in one order.
     let mut streamer = s.attach(&sid, ADMIN).await;
     streamer.join("controller").await;
-    streamer
-        .send(
-            "SendStreamingMessage",
-            text_message("for i in 1 2 3 4; do echo step-$i; sleep 0.3; done"),
-        )
-        .await;
-    let accepted = streamer.expect_op("SendStreamingMessage.Accepted").await;
-    let task_id = accepted["payload"]["task_id"].as_str().unwrap().to_owned();
+    let task_id = stream_task(
+        &mut streamer,
+        "for i in 1 2 3 4; do echo step-$i; sleep 0.3; done",
+    )
+    .await;
     // A second client follows the same task without joining, and drops after two updates.
     let mut follower = s.attach(&sid, ADMIN).await;
     follower
@@ -464,14 +468,11 @@ async fn binding_8_3_task_updates_are_sequenced_and_a_resubscribe_with_replay_fr
     );
 
     // Resubscribing while the task runs: the missed updates first, then live ones.
-    streamer
-        .send(
-            "SendStreamingMessage",
-            text_message("for i in 1 2 3 4 5 6; do echo again-$i; sleep 0.3; done"),
-        )
-        .await;
-    let accepted = streamer.expect_op("SendStreamingMessage.Accepted").await;
-    let task_id = accepted["payload"]["task_id"].as_str().unwrap().to_owned();
+    let task_id = stream_task(
+        &mut streamer,
+        "for i in 1 2 3 4 5 6; do echo again-$i; sleep 0.3; done",
+    )
+    .await;
     let mut early = Vec::new();
     while early.len() < 3 {
         let f = streamer.next().await;
@@ -788,14 +789,11 @@ async fn a_resubscribe_replays_task_updates_the_ring_no_longer_holds_from_the_st
     let sid = shell(&s).await;
     let mut streamer = s.attach(&sid, ADMIN).await;
     streamer.join("controller").await;
-    streamer
-        .send(
-            "SendStreamingMessage",
-            text_message("for i in $(seq 1 400); do echo line-$i; sleep 0.005; done"),
-        )
-        .await;
-    let accepted = streamer.expect_op("SendStreamingMessage.Accepted").await;
-    let task_id = accepted["payload"]["task_id"].as_str().unwrap().to_owned();
+    let task_id = stream_task(
+        &mut streamer,
+        "for i in $(seq 1 400); do echo line-$i; sleep 0.005; done",
+    )
+    .await;
     let mut streamed = Vec::new();
     loop {
         let f = streamer.next().await;

@@ -492,7 +492,9 @@ async fn task_writes_made_at_once_are_all_committed_and_each_task_keeps_its_last
             let (id, version) = (format!("t{}", n % 100), n / 100);
             async move {
                 let json = format!(r#"{{"id":"{id}","version":{version}}}"#);
-                store.put_task(&id, "ctx", "TASK_STATE_WORKING", n, &json).await
+                store
+                    .put_task(&id, "ctx", "TASK_STATE_WORKING", n, &json)
+                    .await
             }
         });
         for written in futures_util::future::join_all(writes).await {
@@ -500,7 +502,10 @@ async fn task_writes_made_at_once_are_all_committed_and_each_task_keeps_its_last
         }
         for i in 0..100 {
             let task = store.task(&format!("t{i}")).await.unwrap();
-            assert!(task.unwrap().contains(r#""version":1"#), "{b}: t{i} keeps its last");
+            assert!(
+                task.unwrap().contains(r#""version":1"#),
+                "{b}: t{i} keeps its last"
+            );
         }
     })
     .await;

@@ -93,8 +93,9 @@ impl TaskWriter {
             .collect();
         let values: Vec<String> = (0..newest.len())
             .map(|i| {
-                let n = 5 * i;
-                format!("(${}, ${}, ${}, ${}, ${})", n + 1, n + 2, n + 3, n + 4, n + 5)
+                let params: Vec<String> =
+                    (5 * i + 1..=5 * i + 5).map(|p| format!("${p}")).collect();
+                format!("({})", params.join(", "))
             })
             .collect();
         let sql = format!(
@@ -139,7 +140,10 @@ impl Store {
         };
         let gone = || anyhow::anyhow!("the task writer has stopped");
         self.task_writes.send(write).await.map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?.map_err(anyhow::Error::msg)
+        answer
+            .await
+            .map_err(|_| gone())?
+            .map_err(anyhow::Error::msg)
     }
 
     pub async fn task(&self, id: &str) -> Result<Option<String>> {

@@ -356,7 +356,10 @@ impl TestServer {
     pub async fn until_refused(&self, token: &str) {
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
         while self.get("/sessions", token).await.0 != 401 {
-            assert!(std::time::Instant::now() < deadline, "the token is still taken");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the token is still taken"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

@@ -32,8 +32,8 @@ use crate::executor::{Executor, Plan, Update, Work, shell};
 use crate::store::{Store, TaskFilter, TasksOf};
 pub use elsewhere::Elsewhere;
 use feed::{Feed, Follow, STREAM_BUFFER};
-use finished::Finished;
 pub use feed::{Place, TaskStream};
+use finished::Finished;
 use list::parse_ms;
 use receipts::receipt_metadata;
 
@@ -345,7 +345,10 @@ impl TaskService {
 
     /// The latest view of a task: live in this process, ended lately, or from the store.
     async fn current(&self, id: &str) -> Result<Option<Task>, A2aError> {
-        if let Some(t) = self.live_snapshot(id).or_else(|| self.inner.finished.get(id)) {
+        if let Some(t) = self
+            .live_snapshot(id)
+            .or_else(|| self.inner.finished.get(id))
+        {
             return Ok(Some(t));
         }
         let Some(json) = self.inner.store.task(id).await? else {

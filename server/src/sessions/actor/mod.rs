@@ -5,8 +5,8 @@
 //! (flow control), `ending` (the program's end and the session's), `backlog` (the queue to
 //! the write-behind).
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Resumed;
