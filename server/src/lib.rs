@@ -26,6 +26,7 @@ pub mod limits;
 pub mod plumbing;
 pub mod recording;
 pub mod revocation;
+pub mod sandbox;
 
 pub mod sessions;
 pub mod store;

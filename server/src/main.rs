@@ -7,6 +7,13 @@ use clap::Parser;
 use server::config::Cli;
 
 fn main() -> ExitCode {
+    // The sandbox helper must stay single-threaded: it runs before anything else starts.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == server::sandbox::exec::SUBCOMMAND)
+    {
+        return server::sandbox::exec::main();
+    }
     let cli = Cli::parse();
     // `ptyhost` alone serves with the defaults (cargo-leptos runs the binary that way).
     let command =

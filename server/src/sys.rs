@@ -76,6 +76,151 @@ pub fn signal_group(pgid: i32, signal: Signal) -> io::Result<()> {
     Ok(())
 }
 
+/// Namespaces `unshare` may make (the flags of `unshare(2)`).
+pub use rustix::thread::UnshareFlags;
+
+/// Moves this process into new namespaces.
+///
+/// Only the sandbox helper calls it, while it is the single thread of a process that has
+/// just started (`ptyhost sandbox-exec`), and never with `CLONE_FILES` or `CLONE_FS`, whose
+/// unsharing is what makes the call unsafe for other threads' descriptor tables.
+pub fn unshare(flags: UnshareFlags) -> io::Result<()> {
+    assert!(!flags.intersects(UnshareFlags::FILES | UnshareFlags::FS));
+    // SAFETY: see above: the caller is single-threaded and shares no descriptor table.
+    #[allow(unsafe_code)]
+    unsafe {
+        rustix::thread::unshare_unsafe(flags)?
+    };
+    Ok(())
+}
+
+/// Forks this process: `None` in the child, the child's pid in the parent.
+///
+/// Only the sandbox helper calls it, while it is single-threaded, so the child's copy of
+/// the process has no lock held by a thread that does not exist there.
+pub fn fork() -> io::Result<Option<u32>> {
+    // SAFETY: see above: with one thread, fork's child may run any code.
+    #[allow(unsafe_code)]
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(Some(pid as u32)),
+    }
+}
+
+/// Gives up the controlling terminal `fd` is (TIOCNOTTY), so a process in another session
+/// can take it as its own.
+pub fn give_up_terminal(fd: impl AsFd) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: TIOCNOTTY takes no argument; the descriptor is borrowed for the call.
+    #[allow(unsafe_code)]
+    let r = unsafe { libc::ioctl(fd.as_fd().as_raw_fd(), libc::TIOCNOTTY) };
+    if r == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Brings the loopback interface of this process's network namespace up.
+pub fn loopback_up() -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+    // SAFETY: ifreq is plain data, zeroed then filled in; the ioctls read and write only
+    // that struct, which outlives both calls.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as libc::c_char;
+        }
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &req) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Signals held back from delivery so that `SignalSet::wait` takes them one at a time.
+pub struct SignalSet(libc::sigset_t);
+
+impl SignalSet {
+    /// Blocks `signals` for this thread (its children start with none blocked: std's
+    /// `Command` clears the mask) and returns them as a set to wait on.
+    pub fn block(signals: &[i32]) -> io::Result<SignalSet> {
+        // SAFETY: sigset_t is plain data that sigemptyset initialises; sigaddset and
+        // sigprocmask only read and write it.
+        #[allow(unsafe_code)]
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in signals {
+                libc::sigaddset(&mut set, *s);
+            }
+            if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(SignalSet(set))
+        }
+    }
+
+    /// Waits for one of the set's signals and returns its number.
+    pub fn wait(&self) -> i32 {
+        loop {
+            // SAFETY: the set was initialised by `block`; no siginfo is asked for.
+            #[allow(unsafe_code)]
+            let s = unsafe { libc::sigwaitinfo(&self.0, std::ptr::null_mut()) };
+            if s > 0 {
+                return s;
+            }
+        }
+    }
+
+    /// Takes a signal of the set that is pending now, if any.
+    pub fn take_pending(&self) -> Option<i32> {
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: as in `wait`, with a timeout that lives through the call.
+        #[allow(unsafe_code)]
+        let s = unsafe { libc::sigtimedwait(&self.0, std::ptr::null_mut(), &zero) };
+        (s > 0).then_some(s)
+    }
+}
+
+/// Ends this process with `signal`, as the program it stood for ended: the signal's
+/// default action is restored and it is unblocked and raised. Falls back to exit 128+n.
+pub fn die_by_signal(signal: i32) -> ! {
+    // SAFETY: restoring a default disposition, unblocking and raising take plain values.
+    #[allow(unsafe_code)]
+    unsafe {
+        let nocore = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, &nocore);
+        libc::signal(signal, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(signal);
+    }
+    std::process::exit(128 + signal)
+}
+
+/// Registers a descriptor with tokio's reactor, to await its readiness.
+pub fn async_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: the AsyncFd owns the descriptor, so nothing can close it (and let the
+    // number be reused) while it is registered.
+    #[allow(unsafe_code)]
+    unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(io::Error::from)
+}
+
 /// Puts a terminal in raw mode for as long as it lives.
 pub struct RawMode<Fd: AsFd> {
     fd: Fd,

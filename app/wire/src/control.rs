@@ -32,6 +32,38 @@ pub struct Session {
     pub observers: usize,
     /// Its pty-ws URL.
     pub attach_url: String,
+    /// What the session runs in.
+    #[serde(default)]
+    pub sandbox: Option<Sandbox>,
+    /// What a running sandboxed session uses now.
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    /// A sandboxed session's workspace: the one directory of the host it may write.
+    #[serde(default)]
+    pub workspace: Option<String>,
+}
+
+/// A session's sandbox (`serve --sandbox`, and the session's own limits).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sandbox {
+    pub enabled: bool,
+    /// `none` (loopback only) or `host`.
+    pub network: String,
+    /// The memory cap, swap included.
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u64>,
+    pub cpus: Option<f64>,
+    /// What enforces each boundary and cap: `cgroup-v1`, `cgroup-v2`, `rlimit`, `seccomp`, …
+    #[serde(default)]
+    pub enforced_by: std::collections::BTreeMap<String, String>,
+}
+
+/// What a sandboxed session uses now, from its cgroup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub memory_bytes: u64,
+    pub pids: u64,
+    pub cpu_seconds: f64,
 }
 
 impl Session {

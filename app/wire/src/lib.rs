@@ -426,6 +426,8 @@ pub enum CloseReason {
     Error,
     /// The node the session ran on stopped answering; another node closed it.
     NodeLost,
+    /// The session reached its sandbox's memory cap.
+    MemoryLimit,
 }
 
 impl CloseReason {
@@ -438,6 +440,7 @@ impl CloseReason {
             CloseReason::InstanceTerminated => "instance_terminated",
             CloseReason::Error => "error",
             CloseReason::NodeLost => "node_lost",
+            CloseReason::MemoryLimit => "memory_limit",
         }
     }
 }

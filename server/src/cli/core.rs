@@ -32,6 +32,7 @@ impl Core {
         let node = cluster::Node::join(&store, &store_args.data_dir, node).await?;
         settings.shell_rc = sessions::install_shell_rc(&store_args.data_dir)
             .context("writing the shell-integration rc file")?;
+        settings.sandbox = session.sandbox.settings(&store_args.data_dir)?;
         settings.tmux_socket =
             sessions::host::tmux_socket(&std::fs::canonicalize(&store_args.data_dir)?);
         let audit = audit::Audit::start(store.clone());

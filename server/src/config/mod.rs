@@ -301,6 +301,107 @@ pub struct SessionArgs {
     /// 0 turns the pool off.
     #[arg(long, env = "PTYHOST_SHELL_POOL", default_value_t = 2)]
     pub shell_pool: usize,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// How sessions are confined.
+#[derive(Debug, Clone, Args)]
+pub struct SandboxArgs {
+    /// Confine every session (namespaces, a minimal root, its workspace only, no
+    /// capabilities, Landlock, seccomp and caps); `off` runs sessions with the server's own
+    /// authority, and must be asked for.
+    #[arg(
+        long = "sandbox",
+        env = "PTYHOST_SANDBOX",
+        value_enum,
+        default_value = "on"
+    )]
+    pub mode: OnOff,
+    /// Where a session without `cwd` gets its fresh workspace (`DIR/{session_id}`);
+    /// default `DATA_DIR/workspaces`.
+    #[arg(long, env = "PTYHOST_WORKSPACES")]
+    pub workspaces: Option<PathBuf>,
+    /// A session's network by default: `none` (loopback only) or `host`.
+    #[arg(
+        long = "sandbox-network",
+        env = "PTYHOST_SANDBOX_NETWORK",
+        value_enum,
+        default_value = "none"
+    )]
+    pub network: crate::sandbox::Network,
+    /// A session's memory cap, swap included (e.g. `2GiB`).
+    #[arg(
+        long = "sandbox-memory",
+        env = "PTYHOST_SANDBOX_MEMORY",
+        default_value = "2GiB"
+    )]
+    pub memory: bytesize::ByteSize,
+    /// A session's cap on processes and threads.
+    #[arg(
+        long = "sandbox-pids",
+        env = "PTYHOST_SANDBOX_PIDS",
+        default_value_t = 512
+    )]
+    pub pids: u64,
+    /// A session's CPU cap in cores (default: every core).
+    #[arg(long = "sandbox-cpus", env = "PTYHOST_SANDBOX_CPUS")]
+    pub cpus: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+impl SandboxArgs {
+    /// The sandbox settings for a server whose data directory is `data_dir`: with `on`,
+    /// after a probe that starts one confined program; a host that cannot confine is an
+    /// error that names what is missing.
+    pub fn settings(&self, data_dir: &std::path::Path) -> anyhow::Result<crate::sandbox::Settings> {
+        use crate::sandbox;
+        if self.mode == OnOff::Off {
+            return Ok(sandbox::Settings::off());
+        }
+        let defaults = sandbox::Limits {
+            network: self.network,
+            memory_bytes: self.memory.as_u64(),
+            pids: self.pids,
+            cpus: self.cpus.unwrap_or_else(sandbox::cores),
+        };
+        let probe_settings = sandbox::Settings {
+            defaults,
+            ..sandbox::Settings::off()
+        };
+        probe_settings
+            .resolve(None, true)
+            .and_then(|_| probe_settings.resolve(Some(&sandbox::Request::default()), true))
+            .map_err(|e| anyhow::anyhow!("--sandbox-*: {e}"))?;
+        let data_dir = std::fs::canonicalize(data_dir)?;
+        let workspaces = self
+            .workspaces
+            .clone()
+            .unwrap_or_else(|| data_dir.join("workspaces"));
+        std::fs::create_dir_all(&workspaces).map_err(|e| {
+            anyhow::anyhow!("making the workspaces folder {}: {e}", workspaces.display())
+        })?;
+        let workspaces = std::fs::canonicalize(workspaces)?;
+        let probe = sandbox::probe(&workspaces).map_err(|e| {
+            anyhow::anyhow!(
+                "--sandbox on: this host cannot confine sessions: {e:#}. ptyhost serves \
+                 unconfined sessions only when asked: run it with --sandbox off"
+            )
+        })?;
+        Ok(sandbox::Settings {
+            enabled: true,
+            workspaces,
+            data_dir,
+            defaults,
+            cgroups: sandbox::Hierarchy::discover(),
+            probe: Some(probe),
+        })
+    }
 }
 
 /// Files in and out of sessions (the files routes and a message's FileParts).
@@ -426,6 +527,7 @@ impl SessionArgs {
             shell_rc: None,
             tmux_socket: None,
             shell_pool: self.shell_pool,
+            sandbox: crate::sandbox::Settings::off(),
         })
     }
 }

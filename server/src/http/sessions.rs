@@ -17,7 +17,7 @@ use crate::audit;
 use crate::auth::{self, Principal, Scope, TokenRequest};
 use crate::clock;
 use crate::plumbing::{ApiError, AppState, require};
-use crate::sessions::{SessionView, SpecRequest};
+use crate::sessions::{self, SessionView, SpecError, SpecRequest};
 
 const DEFAULT_SHARE_TTL: u64 = 3600;
 const MAX_SHARE_TTL: u64 = 30 * 24 * 3600;
@@ -35,6 +35,7 @@ pub struct CreateSession {
     cols: Option<u16>,
     rows: Option<u16>,
     label: Option<String>,
+    sandbox: Option<crate::sandbox::Request>,
 }
 
 /// Path parameters by name, so the same handlers serve `/` and `/agents/{instance_id}`.
@@ -85,6 +86,18 @@ fn view_json(state: &AppState, v: &SessionView) -> control::Session {
         controllers: v.live.map_or(0, |l| l.controllers),
         observers: v.live.map_or(0, |l| l.observers),
         attach_url: state.attach_url(&r.id),
+        sandbox: Some(sessions::sandboxed::info(
+            r.sandbox
+                .as_deref()
+                .and_then(|l| serde_json::from_str(l).ok())
+                .as_ref(),
+            &state.sessions.settings().sandbox,
+        )),
+        usage: state
+            .sessions
+            .live(&r.id)
+            .and_then(|h| h.sandboxed().and_then(|s| s.usage())),
+        workspace: r.workspace.clone(),
     }
 }
 
@@ -143,9 +156,17 @@ pub async fn create(
         cols: c.cols,
         rows: c.rows,
         label: c.label,
+        sandbox: c.sandbox,
+        admin: who.scope >= Scope::Admin,
     }
     .into_spec(state.sessions.settings())
-    .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.code(), e.to_string()))?;
+    .map_err(|e| {
+        let status = match e {
+            SpecError::Forbidden(_) => StatusCode::FORBIDDEN,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, e.code(), e.to_string())
+    })?;
     let row = state.sessions.create(spec).await?;
     let view = state
         .sessions

@@ -168,6 +168,7 @@ impl Tmux {
             rows,
             label: None,
             host: Host::Native,
+            confined: None,
         }
     }
 }

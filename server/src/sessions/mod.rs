@@ -10,6 +10,8 @@ pub mod marks;
 mod pool;
 mod protocol;
 pub mod pty;
+pub mod sandboxed;
+pub use sandboxed::Sandboxed;
 pub mod replay;
 pub mod retention;
 pub mod screen;
@@ -62,6 +64,8 @@ pub struct Settings {
     pub tmux_socket: Option<PathBuf>,
     /// Default shells kept started for messages without a contextId (`--shell-pool`).
     pub shell_pool: usize,
+    /// How sessions are confined (`--sandbox`).
+    pub sandbox: crate::sandbox::Settings,
 }
 
 /// Live facts about a session for listings.
@@ -84,18 +88,36 @@ pub struct SessionHandle {
     status: watch::Receiver<LiveStatus>,
     last_sequence: Arc<AtomicU64>,
     persisted: watch::Receiver<actor::Persisted>,
-    /// The PTY's program (for a managed session, its tmux client).
+    /// The PTY's program (for a managed session, its tmux client; for a sandboxed one,
+    /// the sandbox's helper).
     pid: Option<u32>,
     host: Host,
+    sandboxed: Option<Arc<Sandboxed>>,
 }
 
 impl SessionHandle {
-    /// The directory the session's program is in now (it follows `cd`).
+    /// The directory the session's program is in now (it follows `cd`). A sandboxed
+    /// session's is its workspace whenever the program is outside it: nothing else of its
+    /// view has the same path on the host.
     pub async fn working_dir(&self) -> Option<PathBuf> {
-        match &self.host {
-            Host::Tmux(tmux) => tmux.current_path(&self.id).await,
-            Host::Native => std::fs::read_link(format!("/proc/{}/cwd", self.pid?)).ok(),
+        let now = match (&self.host, &self.sandboxed) {
+            (Host::Tmux(tmux), _) => tmux.current_path(&self.id).await,
+            (Host::Native, None) => std::fs::read_link(format!("/proc/{}/cwd", self.pid?)).ok(),
+            (Host::Native, Some(_)) => crate::sandbox::program_pid(self.pid?)
+                .and_then(|p| std::fs::read_link(format!("/proc/{p}/cwd")).ok()),
+        };
+        match &self.sandboxed {
+            Some(s) => Some(
+                now.filter(|d| d.starts_with(&s.workspace))
+                    .unwrap_or_else(|| s.workspace.clone()),
+            ),
+            None => now,
         }
+    }
+
+    /// The sandbox of a sandboxed session.
+    pub fn sandboxed(&self) -> Option<&Sandboxed> {
+        self.sandboxed.as_deref()
     }
 
     pub fn status(&self) -> LiveStatus {
@@ -283,13 +305,31 @@ impl Sessions {
     /// Starts a session stored in `state` (`running`, or `pooled` for the shell pool).
     async fn create_as(&self, spec: SessionSpec, state: &str) -> Result<SessionRow> {
         let id = uuid::Uuid::now_v7().to_string();
+        let sandbox = &self.inner.settings.sandbox;
+        let sandboxed = match &spec.confined {
+            Some(c) => match Sandboxed::make(&id, c, sandbox) {
+                Ok(s) => Some(Arc::new(s)),
+                Err(e) => return Err(e.context("preparing the session's sandbox")),
+            },
+            None => None,
+        };
         let mut row = SessionRow {
             id: id.clone(),
             instance_id: self.inner.instance_id.clone(),
             node_id: self.inner.node_id.clone(),
             label: spec.label.clone(),
             argv: spec.argv.clone(),
-            cwd: spec.cwd.as_ref().map(|c| c.display().to_string()),
+            cwd: match &sandboxed {
+                Some(s) => Some(s.workspace.display().to_string()),
+                None => spec.cwd.as_ref().map(|c| c.display().to_string()),
+            },
+            workspace: sandboxed
+                .as_ref()
+                .map(|s| s.workspace.display().to_string()),
+            sandbox: sandboxed
+                .as_ref()
+                .map(|s| serde_json::to_string(&s.limits))
+                .transpose()?,
             env: spec.env.clone(),
             backend: spec.host.backend().into(),
             class: spec.host.class().into(),
@@ -305,13 +345,7 @@ impl Sessions {
             closed_at: None,
         };
         self.inner.store.insert_session(&row).await?;
-        let started = match &spec.host {
-            Host::Native => pty::spawn(&spec),
-            Host::Tmux(tmux) => match tmux.create(&id, &spec).await {
-                Ok(()) => pty::spawn(&tmux.attach_spec(&id, spec.cols, spec.rows)),
-                Err(e) => Err(e),
-            },
-        };
+        let started = self.start_program(&id, &spec, sandboxed.as_deref()).await;
         match started {
             Ok((pty, events)) => {
                 let screen = screen::Screen::new(spec.cols, spec.rows);
@@ -327,10 +361,14 @@ impl Sessions {
                     spec.host.clone(),
                     spec.shell_integration,
                     resumed,
+                    sandboxed,
                 );
-                tracing::info!(session_id = %row.id, argv = ?row.argv, host = spec.host.backend(), "session started");
+                tracing::info!(session_id = %row.id, argv = ?row.argv, host = spec.host.backend(), sandboxed = spec.confined.is_some(), "session started");
             }
             Err(e) => {
+                if let Some(s) = &sandboxed {
+                    s.remove();
+                }
                 let detail = format!("failed to start {:?}: {e:#}", spec.argv[0]);
                 tracing::warn!(session_id = %row.id, %detail, "session failed to start");
                 let frame = SessionFrame::Closed {
@@ -353,6 +391,30 @@ impl Sessions {
         Ok(row)
     }
 
+    /// Starts the session's program on a PTY: directly, through tmux, and (sandboxed)
+    /// through the sandbox's helper, started on the spawner thread.
+    async fn start_program(
+        &self,
+        id: &str,
+        spec: &SessionSpec,
+        sandboxed: Option<&Sandboxed>,
+    ) -> Result<(pty::Pty, pty::PtyEvents)> {
+        let program = match sandboxed {
+            Some(s) => s.wrap(spec)?,
+            None => spec.clone(),
+        };
+        match (&spec.host, sandboxed) {
+            (Host::Native, None) => pty::spawn(&program),
+            (Host::Native, Some(_)) => {
+                crate::sandbox::on_spawner_thread(move || pty::spawn(&program))?
+            }
+            (Host::Tmux(tmux), _) => {
+                tmux.create(id, &program).await?;
+                pty::spawn(&tmux.attach_spec(id, spec.cols, spec.rows))
+            }
+        }
+    }
+
     /// Starts a session's owner task on a running program.
     #[allow(clippy::too_many_arguments)]
     fn launch(
@@ -364,6 +426,7 @@ impl Sessions {
         host: Host,
         shell_integration: bool,
         resumed: Resumed,
+        sandboxed: Option<Arc<Sandboxed>>,
     ) {
         let handle = actor::start(
             &self.inner.tasks,
@@ -379,8 +442,12 @@ impl Sessions {
                 shell_integration,
                 host,
                 resumed,
+                sandboxed,
             },
         );
+        if let Some(s) = &handle.sandboxed {
+            self.watch_memory(id, s, handle.commands.clone());
+        }
         self.inner
             .live
             .lock()
@@ -408,6 +475,19 @@ impl Sessions {
             replay_floor: row.replay_floor,
             reserved,
         };
+        let limits = row
+            .sandbox
+            .as_deref()
+            .and_then(|l| serde_json::from_str(l).ok());
+        let sandboxed = match (&row.workspace, limits) {
+            (Some(w), Some(limits)) => Some(Arc::new(Sandboxed::adopted(
+                &row.id,
+                std::path::Path::new(w),
+                limits,
+                &self.inner.settings.sandbox,
+            ))),
+            _ => None,
+        };
         self.launch(
             &row.id,
             pty,
@@ -416,6 +496,7 @@ impl Sessions {
             Host::Tmux(tmux),
             false,
             resumed,
+            sandboxed,
         );
         tracing::info!(session_id = %row.id, sequence, "re-adopted a managed session");
         Ok(true)
@@ -574,6 +655,7 @@ mod tests {
             shell_rc: None,
             tmux_socket: None,
             shell_pool: 0,
+            sandbox: crate::sandbox::Settings::off(),
         }
     }
 

@@ -30,6 +30,10 @@ pub struct Pty {
     /// input queues behind them.
     queued: Arc<AtomicUsize>,
     pid: Option<u32>,
+    /// The program runs under the sandbox's helper: its own pid is looked up (and kept)
+    /// the first time it is needed.
+    confined: bool,
+    leader: std::sync::atomic::AtomicU32,
 }
 
 /// What the process produces: output chunks (closed at PTY EOF) and its exit.
@@ -143,6 +147,8 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
             input,
             queued,
             pid,
+            confined: spec.confined.is_some(),
+            leader: Default::default(),
         },
         PtyEvents { output, exit },
     ))
@@ -204,10 +210,25 @@ impl Pty {
             })
     }
 
-    /// Kills the terminal's foreground process group, unless that is the session leader
-    /// itself (the shell).
+    /// The session's own program: the PTY's, or the one the sandbox's helper runs.
+    fn program(&self) -> Option<u32> {
+        if !self.confined {
+            return self.pid;
+        }
+        match self.leader.load(Ordering::Acquire) {
+            0 => {
+                let found = crate::sandbox::program_pid(self.pid?)?;
+                self.leader.store(found, Ordering::Release);
+                Some(found)
+            }
+            known => Some(known),
+        }
+    }
+
+    /// Kills the terminal's foreground process group, unless that is the session's
+    /// program itself (the shell).
     pub fn kill_foreground_job(&self) {
-        if let (Some(pgid), Some(pid)) = (self.master.process_group_leader(), self.pid)
+        if let (Some(pgid), Some(pid)) = (self.master.process_group_leader(), self.program())
             && pgid != pid as i32
         {
             let _ = sys::signal_group(pgid, Signal::KILL);
@@ -280,6 +301,7 @@ mod tests {
             rows: 24,
             label: None,
             host: Host::Native,
+            confined: None,
         };
         let (pty, mut events) = spawn(&spec).unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;

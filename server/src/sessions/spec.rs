@@ -2,10 +2,11 @@
 //! spec, the login shell, and the shell-integration rc file.
 
 use super::*;
+use crate::sandbox;
 
 /// Runs the user's login files, then marks prompts and commands with OSC 133 so that the
 /// task executor knows where a command's output starts and ends and how it exited.
-pub(super) const SHELL_RC: &str = r#"# Written by ptyhost: shell integration for sessions that run A2A tasks.
+pub const SHELL_RC: &str = r#"# Written by ptyhost: shell integration for sessions that run A2A tasks.
 [ -f /etc/profile ] && . /etc/profile
 for __f in ~/.bash_profile ~/.bash_login ~/.profile; do [ -f "$__f" ] && { . "$__f"; break; }; done
 unset __f
@@ -38,6 +39,9 @@ pub enum SpecError {
     ClassNotImplemented(String),
     #[error("{0}")]
     Invalid(String),
+    /// Asks for more than the caller's scope allows (a sandbox cap above the default).
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 impl SpecError {
@@ -46,6 +50,7 @@ impl SpecError {
             SpecError::BackendNotImplemented(_) => "session_backend.not_implemented",
             SpecError::ClassNotImplemented(_) => "session_class.not_implemented",
             SpecError::Invalid(_) => "invalid_argument",
+            SpecError::Forbidden(_) => "permission_denied",
         }
     }
 }
@@ -103,6 +108,18 @@ pub struct SpecRequest {
     pub cols: Option<u16>,
     pub rows: Option<u16>,
     pub label: Option<String>,
+    /// The session's own sandbox limits.
+    pub sandbox: Option<sandbox::Request>,
+    /// The caller holds `pty:admin`: it may raise sandbox limits.
+    pub admin: bool,
+}
+
+/// A sandboxed session's confinement: its caps and its workspace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confined {
+    pub limits: sandbox::Limits,
+    /// The directory the caller named (`cwd`); `None`: a fresh one is made for the session.
+    pub workspace: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -116,6 +133,8 @@ pub struct SessionSpec {
     pub rows: u16,
     pub label: Option<String>,
     pub host: Host,
+    /// `None` when the server runs with `--sandbox off`.
+    pub confined: Option<Confined>,
 }
 
 impl SpecRequest {
@@ -128,6 +147,7 @@ impl SpecRequest {
             settings,
         )?;
         let invalid = |m: &str| Err(SpecError::Invalid(m.to_owned()));
+        let confined = self.confinement(settings)?;
         let mut shell_integration = false;
         let argv = match (self.argv, self.command) {
             (Some(_), Some(_)) => return invalid("give argv or command, not both"),
@@ -141,11 +161,15 @@ impl SpecRequest {
             (None, None) => match &settings.shell_rc {
                 Some(rc) => {
                     shell_integration = true;
+                    let rc = match confined {
+                        Some(_) => sandbox::SHELL_RC_PATH.to_owned(),
+                        None => rc.display().to_string(),
+                    };
                     vec![
                         BASH.into(),
                         "--noprofile".into(),
                         "--rcfile".into(),
-                        rc.display().to_string(),
+                        rc,
                         "-i".into(),
                     ]
                 }
@@ -155,11 +179,14 @@ impl SpecRequest {
         if argv.iter().any(|a| a.contains('\0')) {
             return invalid("argv must not contain NUL bytes");
         }
-        let cwd = match self.cwd.filter(|c| !c.is_empty()) {
-            Some(c) if !std::path::Path::new(&c).is_dir() => {
-                return Err(SpecError::Invalid(format!("cwd {c:?} is not a directory")));
-            }
-            c => c.map(PathBuf::from),
+        let cwd = match &confined {
+            Some(c) => c.workspace.clone(),
+            None => match self.cwd.filter(|c| !c.is_empty()) {
+                Some(c) if !std::path::Path::new(&c).is_dir() => {
+                    return Err(SpecError::Invalid(format!("cwd {c:?} is not a directory")));
+                }
+                c => c.map(PathBuf::from),
+            },
         };
         let env = self.env.unwrap_or_default();
         if env.keys().any(|k| k.is_empty() || k.contains(['=', '\0']))
@@ -185,7 +212,37 @@ impl SpecRequest {
             // tmux keeps OSC 133 marks to itself: managed sessions run no tasks.
             shell_integration: shell_integration && host == Host::Native,
             host,
+            confined,
         })
+    }
+
+    /// The session's confinement when the server sandboxes sessions: its limits as the
+    /// caller may have them, and the workspace its `cwd` names.
+    fn confinement(&self, settings: &Settings) -> Result<Option<Confined>, SpecError> {
+        let s = &settings.sandbox;
+        if !s.enabled {
+            return match self.sandbox {
+                Some(_) => Err(SpecError::Invalid(
+                    "this server runs with --sandbox off: a session's sandbox cannot be set".into(),
+                )),
+                None => Ok(None),
+            };
+        }
+        let refused = |r: sandbox::Refusal| match r {
+            sandbox::Refusal::Invalid(m) => SpecError::Invalid(m),
+            sandbox::Refusal::Forbidden(m) => SpecError::Forbidden(m),
+        };
+        let limits = s
+            .resolve(self.sandbox.as_ref(), self.admin)
+            .map_err(refused)?;
+        let workspace = match self.cwd.as_deref().filter(|c| !c.is_empty()) {
+            Some(c) => Some(
+                s.check_workspace(std::path::Path::new(c))
+                    .map_err(refused)?,
+            ),
+            None => None,
+        };
+        Ok(Some(Confined { limits, workspace }))
     }
 }
 

@@ -95,6 +95,10 @@ pub struct SessionRow {
     pub sequence_reserved: u64,
     pub created_at: i64,
     pub closed_at: Option<i64>,
+    /// A sandboxed session's workspace.
+    pub workspace: Option<String>,
+    /// A sandboxed session's limits (JSON).
+    pub sandbox: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -341,9 +345,9 @@ impl Store {
         sqlx::query(
             "INSERT INTO sessions (id, instance_id, label, argv, cwd, env, backend, class, cols, rows,
              state, exit_code, close_reason, last_sequence, sequence_reserved, created_at, closed_at,
-             start_cols, start_rows, node_id)
+             start_cols, start_rows, node_id, workspace, sandbox)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-             $20)",
+             $20, $21, $22)",
         )
         .bind(&s.id)
         .bind(&s.instance_id)
@@ -365,6 +369,8 @@ impl Store {
         .bind(i64::from(s.cols))
         .bind(i64::from(s.rows))
         .bind(&s.node_id)
+        .bind(&s.workspace)
+        .bind(&s.sandbox)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -488,7 +494,7 @@ const TOKEN_COLUMNS: &str =
 
 const SESSION_COLUMNS: &str = "id, instance_id, node_id, label, argv, cwd, env, backend, class, cols, rows, \
      state, exit_code, close_reason, last_sequence, replay_floor, sequence_reserved, created_at, \
-     closed_at";
+     closed_at, workspace, sandbox";
 
 fn token_row(r: &AnyRow) -> TokenRow {
     TokenRow {
@@ -524,5 +530,7 @@ fn session_row(r: &AnyRow) -> Result<SessionRow> {
         sequence_reserved: r.get::<i64, _>("sequence_reserved") as u64,
         created_at: r.get("created_at"),
         closed_at: r.get("closed_at"),
+        workspace: r.get("workspace"),
+        sandbox: r.get("sandbox"),
     })
 }

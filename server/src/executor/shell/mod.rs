@@ -113,7 +113,7 @@ impl Shell {
                         "a session-bound token can only send to its session (set contextId)".into(),
                     ));
                 }
-                let own = own_place(message);
+                let own = own_place(message, who)?;
                 let pooled = match own {
                     None => self.sessions.take_pooled().await,
                     Some(_) => None,
@@ -124,7 +124,12 @@ impl Shell {
                         let spec = own
                             .unwrap_or_default()
                             .into_spec(self.sessions.settings())
-                            .map_err(|e| Refused::InvalidParams(e.to_string()))?;
+                            .map_err(|e| match e {
+                                crate::sessions::SpecError::Forbidden(m) => {
+                                    Refused::PermissionDenied(m)
+                                }
+                                e => Refused::InvalidParams(e.to_string()),
+                            })?;
                         let row = self.sessions.create(spec).await?;
                         self.sessions.live(&row.id).ok_or_else(|| {
                             Refused::Unsupported("the new session failed to start".into())
@@ -347,19 +352,33 @@ pub fn command_line(message: &Message) -> Result<String, Refused> {
 
 /// The cwd and env a message's data part asks for, as a session request (`None`: the
 /// default shell will do).
-fn own_place(message: &Message) -> Option<SpecRequest> {
-    let data = command_data(message)?;
+fn own_place(message: &Message, who: &Principal) -> Result<Option<SpecRequest>, Refused> {
+    let Some(data) = command_data(message).or_else(|| {
+        command_data_parts(message)
+            .find(|d| ["cwd", "env", "sandbox"].iter().any(|k| d.get(k).is_some()))
+    }) else {
+        return Ok(None);
+    };
     let cwd = data.get("cwd").and_then(Value::as_str).map(str::to_owned);
     let env = data.get("env").and_then(Value::as_object).map(|env| {
         env.iter()
             .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
             .collect()
     });
-    (cwd.is_some() || env.is_some()).then(|| SpecRequest {
-        cwd,
-        env,
-        ..SpecRequest::default()
-    })
+    let sandbox = data
+        .get("sandbox")
+        .map(|s| serde_json::from_value::<crate::sandbox::Request>(s.clone()))
+        .transpose()
+        .map_err(|e| Refused::InvalidParams(format!("sandbox: {e}")))?;
+    Ok(
+        (cwd.is_some() || env.is_some() || sandbox.is_some()).then(|| SpecRequest {
+            cwd,
+            env,
+            sandbox,
+            admin: who.scope >= crate::auth::Scope::Admin,
+            ..SpecRequest::default()
+        }),
+    )
 }
 
 /// The first data part that gives a command (`argv`).

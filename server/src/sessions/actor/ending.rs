@@ -33,10 +33,13 @@ impl Actor {
         if self.detaching() {
             return self.detach().await;
         }
-        let reason = self.close_reason.unwrap_or(match exit.code {
-            Some(_) => CloseReason::Normal,
+        let out_of_memory = self.sandboxed.as_ref().is_some_and(|s| s.out_of_memory());
+        let reason = match self.close_reason {
+            Some(r) => r,
+            None if out_of_memory => CloseReason::MemoryLimit,
+            None if exit.code.is_some() => CloseReason::Normal,
             None => CloseReason::Killed,
-        });
+        };
         let keyframe = self.keyframe_frame();
         let keyframe = self.broadcast(keyframe, None);
         let closed = self.broadcast(
@@ -61,6 +64,9 @@ impl Actor {
             done,
         });
         let _ = flushed.await;
+        if let Some(s) = &self.sandboxed {
+            s.remove();
+        }
         tracing::info!(session_id = %self.id, exit_code = ?exit.code, reason = ?reason, "session closed");
         self.registry.retire(&self.id);
     }

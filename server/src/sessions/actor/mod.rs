@@ -99,6 +99,7 @@ pub struct Start {
     pub host: Host,
     /// A re-adopted session goes on from its stored sequence.
     pub resumed: Resumed,
+    pub sandboxed: Option<Arc<super::Sandboxed>>,
 }
 
 pub fn viewer_queue() -> (mpsc::Sender<Outbound>, mpsc::Receiver<Outbound>) {
@@ -124,7 +125,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         reserved: s.resumed.reserved,
     });
     let requested = s.resumed.reserved;
-    let (pid, host) = (s.pty.pid(), s.host.clone());
+    let (pid, host, sandboxed) = (s.pty.pid(), s.host.clone(), s.sandboxed.clone());
     tasks.spawn(write_behind(
         s.store,
         s.id.clone(),
@@ -155,6 +156,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         host: s.host,
         shell: s.shell_integration.then(Shell::default),
         numbered: Default::default(),
+        sandboxed: s.sandboxed,
     };
     tasks.spawn(actor.run(command_rx, s.events));
     SessionHandle {
@@ -166,6 +168,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         persisted,
         pid,
         host,
+        sandboxed,
     }
 }
 
@@ -211,6 +214,7 @@ struct Actor {
     /// Present when the program marks its prompts (OSC 133): it runs tasks.
     shell: Option<Shell>,
     numbered: updates::Numbered,
+    sandboxed: Option<Arc<super::Sandboxed>>,
 }
 
 impl Actor {
