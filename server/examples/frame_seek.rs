@@ -45,6 +45,8 @@ async fn recorded(data_dir: &std::path::Path, n: u64) -> anyhow::Result<String> 
             sequence_reserved: n + 1,
             created_at: START_MS,
             closed_at: None,
+            workspace: None,
+            sandbox: None,
         })
         .await?;
     let mut batch = Vec::with_capacity(10_000);

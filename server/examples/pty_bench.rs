@@ -284,6 +284,7 @@ fn spec(argv: &[&str]) -> SessionSpec {
         rows: 30,
         label: None,
         host: server::sessions::host::Host::Native,
+        confined: None,
     }
 }
 

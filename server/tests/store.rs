@@ -38,6 +38,8 @@ fn session(id: &str, node: &str, state: &str) -> SessionRow {
         sequence_reserved: 64,
         created_at: 1_700_000_000_000,
         closed_at: None,
+        workspace: None,
+        sandbox: None,
     }
 }
 

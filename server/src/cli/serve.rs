@@ -152,11 +152,20 @@ fn state(
 }
 
 /// A server's state without its listener, for unit tests of what handles requests:
-/// `ptyhost serve` with `flags` on a store in `data_dir`.
+/// `ptyhost serve` with `flags` on a store in `data_dir`. The sandbox is off: a unit-test
+/// binary is no ptyhost, so it cannot start itself as the sandbox's helper (the
+/// integration tests run the real binary, sandboxed).
 #[cfg(test)]
 pub(crate) async fn test_state(data_dir: &std::path::Path, flags: &[&str]) -> AppState {
     use clap::Parser as _;
-    let argv = ["ptyhost", "serve", "--data-dir", data_dir.to_str().unwrap()];
+    let argv = [
+        "ptyhost",
+        "serve",
+        "--sandbox",
+        "off",
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+    ];
     let cli = crate::config::Cli::try_parse_from(argv.iter().chain(flags)).unwrap();
     let Some(crate::config::Command::Serve(args)) = cli.command else {
         unreachable!("the command is serve")
