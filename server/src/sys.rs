@@ -148,8 +148,7 @@ pub fn loopback_up() -> io::Result<()> {
 pub struct SignalSet(libc::sigset_t);
 
 impl SignalSet {
-    /// Blocks `signals` for this thread (its children start with none blocked: std's
-    /// `Command` clears the mask) and returns them as a set to wait on.
+    /// Blocks `signals` for this thread and returns them as a set to wait on.
     pub fn block(signals: &[i32]) -> io::Result<SignalSet> {
         // SAFETY: sigset_t is plain data that sigemptyset initialises; sigaddset and
         // sigprocmask only read and write it.
@@ -165,6 +164,23 @@ impl SignalSet {
             }
             Ok(SignalSet(set))
         }
+    }
+
+    /// Runs `f` with the set unblocked: a child started in it begins with none of them
+    /// blocked (a signal mask survives fork and exec).
+    pub fn unblocked<T>(&self, f: impl FnOnce() -> T) -> T {
+        // SAFETY: the set was initialised by `block`; sigprocmask only reads it.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::sigprocmask(libc::SIG_UNBLOCK, &self.0, std::ptr::null_mut());
+        }
+        let out = f();
+        // SAFETY: as above.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::sigprocmask(libc::SIG_BLOCK, &self.0, std::ptr::null_mut());
+        }
+        out
     }
 
     /// Waits for one of the set's signals and returns its number.

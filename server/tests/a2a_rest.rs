@@ -314,11 +314,16 @@ async fn tasks_in_one_context_share_the_shell_and_everyone_watching_sees_them_ru
 #[tokio::test]
 async fn data_parts_run_argv_with_cwd_and_env() {
     let s = TestServer::start(&[]).await;
+    let cwd = s.dir.join("project");
+    std::fs::create_dir(&cwd).unwrap();
     let req = json!({ "message": { "messageId": "d1", "role": "ROLE_USER", "parts": [{
-        "data": { "argv": ["sh", "-c", "echo \"$PWD:$GREETING\""], "cwd": "/tmp", "env": { "GREETING": "hi there" } },
+        "data": { "argv": ["sh", "-c", "echo \"$PWD:$GREETING\""], "cwd": cwd, "env": { "GREETING": "hi there" } },
         "mediaType": "application/json" }] } });
     let (_, body) = s.a2a("POST", "/message:send", ADMIN, Some(req)).await;
-    assert_eq!(output(&body["task"]), "/tmp:hi there\r\n");
+    assert_eq!(
+        output(&body["task"]),
+        format!("{}:hi there\r\n", cwd.display())
+    );
 }
 
 #[tokio::test]

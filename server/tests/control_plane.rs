@@ -10,7 +10,9 @@ use wire::control;
 #[tokio::test]
 async fn sessions_are_created_listed_shown_and_terminated_with_uuidv7_ids() {
     let s = TestServer::start(&[]).await;
-    let cwd = s.dir.to_str().unwrap().to_owned();
+    // Not the data dir itself: a sandboxed session's workspace may not hold it.
+    let cwd = s.dir.join("work").to_str().unwrap().to_owned();
+    std::fs::create_dir(&cwd).unwrap();
     let (status, created) = s.post(
         "/sessions",
         ADMIN,

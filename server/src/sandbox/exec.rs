@@ -131,7 +131,7 @@ fn signal(s: i32) -> Signal {
 
 /// The init: confines itself, runs the program, reaps, and reports how the program ended.
 fn init_main(launch: &Launch, mut status: std::io::PipeWriter, signals: &SignalSet) -> ! {
-    let program = match confine_and_start(launch) {
+    let program = match confine_and_start(launch, signals) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("ptyhost sandbox: {e:#}");
@@ -140,8 +140,11 @@ fn init_main(launch: &Launch, mut status: std::io::PipeWriter, signals: &SignalS
         }
     };
     let program = Pid::from_child(&program);
+    // A child that ended while SIGCHLD was unblocked (to start the program) sent it then;
+    // so reap first, then after every SIGCHLD.
+    let mut signal_number = libc::SIGCHLD;
     loop {
-        match signals.wait() {
+        match signal_number {
             libc::SIGCHLD => loop {
                 match rustix::process::waitpid(None, WaitOptions::NOHANG) {
                     Ok(Some((pid, st))) if pid == program => {
@@ -164,10 +167,11 @@ fn init_main(launch: &Launch, mut status: std::io::PipeWriter, signals: &SignalS
             // init's; they are meant for the program.
             _ => {}
         }
+        signal_number = signals.wait();
     }
 }
 
-fn confine_and_start(launch: &Launch) -> Result<std::process::Child> {
+fn confine_and_start(launch: &Launch, signals: &SignalSet) -> Result<std::process::Child> {
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
     rustix::process::setsid()?;
     let stdin = std::io::stdin();
@@ -187,11 +191,16 @@ fn confine_and_start(launch: &Launch) -> Result<std::process::Child> {
         .argv
         .split_first()
         .context("the launch names no program")?;
-    std::process::Command::new(program)
-        .args(args)
-        .env_clear()
-        .envs(&launch.env)
-        .current_dir(&launch.cwd)
-        .spawn()
+    // The program starts with no signal blocked; until it has started, a signal for the
+    // init takes its default action, which ends the session as its program would.
+    signals
+        .unblocked(|| {
+            std::process::Command::new(program)
+                .args(args)
+                .env_clear()
+                .envs(&launch.env)
+                .current_dir(&launch.cwd)
+                .spawn()
+        })
         .with_context(|| format!("cannot run {program:?}"))
 }

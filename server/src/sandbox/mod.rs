@@ -121,6 +121,24 @@ impl Launch {
     }
 }
 
+/// Whether the session's view has `program`: a path (the system folders and the workspace
+/// are at their host paths), or a name on the sandbox's `PATH`. Checked before the start,
+/// so that a missing program fails the start, as it does unsandboxed.
+pub fn finds_program(program: &str, workspace: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = workspace.join(program);
+        return executable(&path);
+    }
+    !program.is_empty()
+        && PATH
+            .split(':')
+            .any(|dir| executable(&Path::new(dir).join(program)))
+}
+
 /// Runs `f` on the one thread that starts every sandboxed program. The helper dies with
 /// the thread that forked it (`PR_SET_PDEATHSIG` follows threads, not processes), and
 /// this thread lives as long as ptyhost, so the helper dies exactly when ptyhost does.

@@ -181,9 +181,9 @@ impl Settings {
         })
     }
 
-    /// Checks a workspace a caller names: an existing directory that neither holds the
-    /// data directory or the workspaces folder nor lies in the data directory (but for a
-    /// workspace of the workspaces folder).
+    /// Checks a workspace a caller names: an existing directory that holds neither the
+    /// data directory nor the workspaces folder (a folder inside them is its own view: the
+    /// session sees that folder alone).
     pub fn check_workspace(&self, dir: &Path) -> Result<PathBuf, Refusal> {
         let dir = std::fs::canonicalize(dir)
             .ok()
@@ -191,14 +191,10 @@ impl Settings {
             .ok_or_else(|| {
                 Refusal::Invalid(format!("cwd {:?} is not a directory", dir.display()))
             })?;
-        let inside_workspaces = dir.starts_with(&self.workspaces) && dir != self.workspaces;
-        let refused = self.data_dir.starts_with(&dir)
-            || self.workspaces.starts_with(&dir)
-            || (dir.starts_with(&self.data_dir) && !inside_workspaces);
-        if refused {
+        if self.data_dir.starts_with(&dir) || self.workspaces.starts_with(&dir) {
             return Err(Refusal::Invalid(format!(
-                "cwd {:?} holds or lies in ptyhost's data directory; a sandboxed session's \
-                 workspace must be elsewhere",
+                "cwd {:?} holds ptyhost's data directory; a sandboxed session's workspace \
+                 must not",
                 dir.display()
             )));
         }
@@ -296,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn a_workspace_may_not_hold_or_lie_in_the_data_directory() {
+    fn a_workspace_may_not_hold_the_data_directory() {
         let root = tempfile::tempdir().unwrap();
         let data = root.path().join("data");
         let workspaces = data.join("workspaces");
@@ -309,6 +305,8 @@ mod tests {
         };
         assert!(s.check_workspace(&root.path().join("project")).is_ok());
         assert!(s.check_workspace(&workspaces.join("one")).is_ok());
+        std::fs::create_dir_all(data.join("project")).unwrap();
+        assert!(s.check_workspace(&data.join("project")).is_ok());
         for refused in [
             root.path().to_path_buf(),
             data.clone(),

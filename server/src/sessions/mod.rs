@@ -8,6 +8,7 @@ pub use actor::{TaskEvent, TaskRun, viewer_queue};
 pub mod host;
 pub mod marks;
 mod pool;
+pub use pool::READY_WAIT;
 mod protocol;
 pub mod pty;
 pub mod sandboxed;

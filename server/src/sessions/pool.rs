@@ -16,8 +16,8 @@ use std::time::Duration;
 use super::{SessionHandle, Sessions, SpecRequest};
 use crate::clock;
 
-/// How long a pooled shell may take to print its first prompt before it is given up.
-const READY_WAIT: Duration = Duration::from_secs(20);
+/// How long a new shell may take to print its first prompt before it is given up.
+pub const READY_WAIT: Duration = Duration::from_secs(20);
 /// The pause before a pool that failed to start a shell tries again.
 const RETRY: Duration = Duration::from_secs(1);
 

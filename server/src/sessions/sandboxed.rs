@@ -58,6 +58,11 @@ impl Sandboxed {
 
     /// What the PTY runs for `spec`: the helper, which confines `spec`'s program.
     pub fn wrap(&self, spec: &SessionSpec) -> Result<SessionSpec> {
+        let program = spec.argv.first().map(String::as_str).unwrap_or_default();
+        anyhow::ensure!(
+            sandbox::finds_program(program, &self.workspace),
+            "no program {program:?} in the sandbox (it sees the host's system folders and its workspace)"
+        );
         let mut launch = Launch::new(
             spec.argv.clone(),
             &self.workspace,

@@ -131,9 +131,25 @@ impl Shell {
                                 e => Refused::InvalidParams(e.to_string()),
                             })?;
                         let row = self.sessions.create(spec).await?;
-                        self.sessions.live(&row.id).ok_or_else(|| {
+                        let handle = self.sessions.live(&row.id).ok_or_else(|| {
                             Refused::Unsupported("the new session failed to start".into())
-                        })?
+                        })?;
+                        let waited = crate::sessions::READY_WAIT;
+                        if handle.shell
+                            && tokio::time::timeout(waited, handle.prompted()).await != Ok(true)
+                        {
+                            handle
+                                .tell(crate::sessions::Command::Terminate(
+                                    wire::CloseReason::Error,
+                                ))
+                                .await;
+                            return Err(Refused::Unsupported(format!(
+                                "the new session's shell printed no prompt within {} s (do its \
+                                 login files wait for something?); it was ended",
+                                waited.as_secs()
+                            )));
+                        }
+                        handle
                     }
                 }
             }
