@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -20,30 +20,7 @@ async fn send(
     base: &str,
     context: Option<&str>,
 ) -> anyhow::Result<(Duration, Value)> {
-    let mut message = json!({
-        "messageId": uuid::Uuid::now_v7().to_string(),
-        "role": "ROLE_USER",
-        "parts": [{ "text": "echo hi" }],
-    });
-    if let Some(c) = context {
-        message["contextId"] = json!(c);
-    }
-    let started = Instant::now();
-    let resp = http
-        .post(format!("{base}/message:send"))
-        .header("A2A-Version", "1.0")
-        .bearer_auth(TOKEN)
-        .json(&json!({ "message": message }))
-        .send()
-        .await?;
-    anyhow::ensure!(resp.status().is_success(), "SendMessage: {}", resp.status());
-    let v: Value = resp.json().await?;
-    let took = started.elapsed();
-    anyhow::ensure!(
-        v["task"]["status"]["state"] == "TASK_STATE_COMPLETED",
-        "not completed: {v}"
-    );
-    Ok((took, v["task"].clone()))
+    common::send_message(http, base, Some(TOKEN), "echo hi", context).await
 }
 
 fn ms(d: Duration) -> f64 {

@@ -12,47 +12,9 @@
 mod common;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
-use serde_json::{Value, json};
+use std::time::Duration;
 
 const TOKEN: &str = "bench-admin-token";
-
-/// Sends one blocking SendMessage; its latency and the answered task.
-async fn send(
-    http: &reqwest::Client,
-    base: &str,
-    token: Option<&str>,
-    text: &str,
-    context: Option<&str>,
-) -> anyhow::Result<(Duration, Value)> {
-    let mut message = json!({
-        "messageId": uuid::Uuid::now_v7().to_string(),
-        "role": "ROLE_USER",
-        "parts": [{ "text": text }],
-    });
-    if let Some(c) = context {
-        message["contextId"] = json!(c);
-    }
-    let mut req = http
-        .post(format!("{base}/message:send"))
-        .header("A2A-Version", "1.0")
-        .header("Content-Type", "application/json")
-        .body(json!({ "message": message }).to_string());
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let started = Instant::now();
-    let resp = req.send().await?;
-    anyhow::ensure!(resp.status().is_success(), "SendMessage: {}", resp.status());
-    let v: Value = resp.json().await?;
-    let took = started.elapsed();
-    anyhow::ensure!(
-        v["task"]["status"]["state"] == "TASK_STATE_COMPLETED",
-        "the task did not complete: {v}"
-    );
-    Ok((took, v["task"].clone()))
-}
 
 /// "p50 X ms, p99 Y ms" of the samples.
 fn percentiles(mut samples: Vec<Duration>) -> String {
@@ -96,23 +58,27 @@ async fn main() -> anyhow::Result<()> {
 
     // The a2a-sdk baseline: its trivial agent completes every task at once.
     for _ in 0..20 {
-        send(&http, &sdk_base, None, "hi", None).await?;
+        common::send_message(&http, &sdk_base, None, "hi", None).await?;
     }
     let mut baseline = Vec::with_capacity(n);
     for _ in 0..n {
-        baseline.push(send(&http, &sdk_base, None, "hi", None).await?.0);
+        baseline.push(
+            common::send_message(&http, &sdk_base, None, "hi", None)
+                .await?
+                .0,
+        );
     }
 
     // echo in an existing session (after a warm-up in it).
-    let (_, first) = send(&http, &base, Some(TOKEN), "echo warm", None).await?;
+    let (_, first) = common::send_message(&http, &base, Some(TOKEN), "echo warm", None).await?;
     let sid = first["contextId"].as_str().unwrap_or_default().to_owned();
     for _ in 0..20 {
-        send(&http, &base, Some(TOKEN), "echo warm", Some(&sid)).await?;
+        common::send_message(&http, &base, Some(TOKEN), "echo warm", Some(&sid)).await?;
     }
     let mut existing = Vec::with_capacity(n);
     for _ in 0..n {
         existing.push(
-            send(&http, &base, Some(TOKEN), "echo hi", Some(&sid))
+            common::send_message(&http, &base, Some(TOKEN), "echo hi", Some(&sid))
                 .await?
                 .0,
         );
@@ -123,17 +89,25 @@ async fn main() -> anyhow::Result<()> {
     let mut paced = Vec::with_capacity(fresh);
     for _ in 0..fresh {
         tokio::time::sleep(Duration::from_millis(600)).await;
-        paced.push(send(&http, &base, Some(TOKEN), "echo hi", None).await?.0);
+        paced.push(
+            common::send_message(&http, &base, Some(TOKEN), "echo hi", None)
+                .await?
+                .0,
+        );
     }
     let mut back_to_back = Vec::with_capacity(fresh);
     for _ in 0..fresh {
-        back_to_back.push(send(&http, &base, Some(TOKEN), "echo hi", None).await?.0);
+        back_to_back.push(
+            common::send_message(&http, &base, Some(TOKEN), "echo hi", None)
+                .await?
+                .0,
+        );
     }
     let mut unpooled = Vec::with_capacity(fresh);
     for _ in 0..fresh {
         tokio::time::sleep(Duration::from_millis(600)).await;
         unpooled.push(
-            send(&http, &unpooled_base, Some(TOKEN), "echo hi", None)
+            common::send_message(&http, &unpooled_base, Some(TOKEN), "echo hi", None)
                 .await?
                 .0,
         );

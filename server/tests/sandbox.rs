@@ -328,22 +328,13 @@ async fn no_process_of_a_session_outlives_a_server_killed_with_sigkill() {
 async fn raising_a_sandbox_cap_needs_admin_and_the_session_shows_its_limits_and_use() {
     let (on, off) = both().await;
     let control = on.token("pty:control", None).await;
-    let (status, body) = on
-        .post(
-            "/sessions",
-            &control,
-            json!({ "sandbox": { "memory": "4GiB" } }),
-        )
-        .await;
-    assert_eq!(status, 403, "{body}");
-    let (status, body) = on
-        .post(
-            "/sessions",
-            &control,
-            json!({ "sandbox": { "network": "host" } }),
-        )
-        .await;
-    assert_eq!(status, 403, "{body}");
+    for raising in [
+        json!({ "sandbox": { "memory": "4GiB" } }),
+        json!({ "sandbox": { "network": "host" } }),
+    ] {
+        let (status, body) = on.post("/sessions", &control, raising).await;
+        assert_eq!(status, 403, "{body}");
+    }
     let (status, lowered) = on
         .post(
             "/sessions",

@@ -185,3 +185,39 @@ pub mod stats {
         (at(0.50), at(0.99))
     }
 }
+
+/// Sends one blocking SendMessage; its latency and the answered task.
+pub async fn send_message(
+    http: &reqwest::Client,
+    base: &str,
+    token: Option<&str>,
+    text: &str,
+    context: Option<&str>,
+) -> anyhow::Result<(std::time::Duration, serde_json::Value)> {
+    let mut message = json!({
+        "messageId": uuid::Uuid::now_v7().to_string(),
+        "role": "ROLE_USER",
+        "parts": [{ "text": text }],
+    });
+    if let Some(c) = context {
+        message["contextId"] = json!(c);
+    }
+    let mut req = http
+        .post(format!("{base}/message:send"))
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "application/json")
+        .body(json!({ "message": message }).to_string());
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let started = std::time::Instant::now();
+    let resp = req.send().await?;
+    anyhow::ensure!(resp.status().is_success(), "SendMessage: {}", resp.status());
+    let v: serde_json::Value = resp.json().await?;
+    let took = started.elapsed();
+    anyhow::ensure!(
+        v["task"]["status"]["state"] == "TASK_STATE_COMPLETED",
+        "the task did not complete: {v}"
+    );
+    Ok((took, v["task"].clone()))
+}

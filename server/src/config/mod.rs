@@ -370,13 +370,13 @@ impl SandboxArgs {
             pids: self.pids,
             cpus: self.cpus.unwrap_or_else(sandbox::cores),
         };
-        let probe_settings = sandbox::Settings {
+        // The defaults must be limits a session could be given.
+        let unchecked = sandbox::Settings {
             defaults,
             ..sandbox::Settings::off()
         };
-        probe_settings
-            .resolve(None, true)
-            .and_then(|_| probe_settings.resolve(Some(&sandbox::Request::default()), true))
+        unchecked
+            .resolve(Some(&sandbox::Request::default()), true)
             .map_err(|e| anyhow::anyhow!("--sandbox-*: {e}"))?;
         let data_dir = std::fs::canonicalize(data_dir)?;
         let workspaces = self

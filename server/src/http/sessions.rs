@@ -87,10 +87,7 @@ fn view_json(state: &AppState, v: &SessionView) -> control::Session {
         observers: v.live.map_or(0, |l| l.observers),
         attach_url: state.attach_url(&r.id),
         sandbox: Some(sessions::sandboxed::info(
-            r.sandbox
-                .as_deref()
-                .and_then(|l| serde_json::from_str(l).ok())
-                .as_ref(),
+            sessions::sandboxed::stored_limits(r).as_ref(),
             &state.sessions.settings().sandbox,
         )),
         usage: state

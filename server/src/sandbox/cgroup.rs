@@ -7,6 +7,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use wire::control::Usage;
 
 use super::Limits;
 
@@ -130,14 +131,6 @@ pub enum Cgroup {
     V2 {
         dir: PathBuf,
     },
-}
-
-/// What a session uses now.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Usage {
-    pub memory_bytes: u64,
-    pub pids: u64,
-    pub cpu_seconds: f64,
 }
 
 impl Cgroup {

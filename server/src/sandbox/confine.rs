@@ -174,7 +174,7 @@ fn seccomp() -> Result<()> {
         .map(|r| rule(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, *r))
         .collect::<Result<_>>()?;
     refused.insert(libc::SYS_ioctl, ioctl_rules);
-    install(refused, libc::EPERM, arch.clone())?;
+    install(refused, libc::EPERM, arch)?;
     // clone3 passes its flags in memory a filter cannot read: ENOSYS sends libc back to
     // clone, whose flags it can.
     install(BTreeMap::from([any(libc::SYS_clone3)]), libc::ENOSYS, arch)

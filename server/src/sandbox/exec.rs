@@ -115,12 +115,8 @@ fn helper(launch: Launch) -> Result<Never> {
         Ok(()) if status[0] == 1 => sys::die_by_signal(status[1] as i32),
         Ok(()) => std::process::exit(status[1] as i32),
         Err(_) => match ended.terminating_signal() {
-            Some(sig) => sys::die_by_signal(sig as i32),
-            None => std::process::exit(
-                ended
-                    .exit_status()
-                    .map_or(CANNOT_CONFINE as i32, |c| c as i32),
-            ),
+            Some(sig) => sys::die_by_signal(sig),
+            None => std::process::exit(ended.exit_status().map_or(CANNOT_CONFINE as i32, |c| c)),
         },
     }
 }
@@ -199,7 +195,7 @@ fn confine_and_start(launch: &Launch, signals: &SignalSet) -> Result<std::proces
                 .args(args)
                 .env_clear()
                 .envs(&launch.env)
-                .current_dir(&launch.cwd)
+                .current_dir(&launch.workspace)
                 .spawn()
         })
         .with_context(|| format!("cannot run {program:?}"))

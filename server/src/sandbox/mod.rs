@@ -13,7 +13,7 @@ pub mod exec;
 mod policy;
 mod root;
 
-pub use cgroup::{Cgroup, Hierarchy, Usage};
+pub use cgroup::{Cgroup, Hierarchy};
 pub use policy::*;
 
 use std::collections::BTreeMap;
@@ -32,9 +32,9 @@ const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Launch {
     pub argv: Vec<String>,
-    pub cwd: PathBuf,
     /// The program's whole environment.
     pub env: BTreeMap<String, String>,
+    /// Where the program starts: its one writable folder, and its HOME.
     pub workspace: PathBuf,
     /// A network namespace of its own (loopback only), or the host's.
     pub own_network: bool,
@@ -57,7 +57,7 @@ pub struct Rlimits {
 }
 
 impl Rlimits {
-    pub fn apply(&self) -> Result<()> {
+    fn apply(&self) -> Result<()> {
         use rustix::process::{Resource, Rlimit, setrlimit};
         for (resource, value) in [
             (Resource::As, self.address_space),
@@ -76,12 +76,11 @@ impl Rlimits {
 }
 
 impl Launch {
-    /// The launch of `argv` in `workspace` (and `cwd`, inside it) with `env` on top of
-    /// the sandbox's own environment.
+    /// The launch of `argv` in `workspace` with `env` on top of the sandbox's own
+    /// environment.
     pub fn new(
         argv: Vec<String>,
         workspace: &Path,
-        cwd: Option<&Path>,
         env: &BTreeMap<String, String>,
         limits: &Limits,
     ) -> Launch {
@@ -99,7 +98,6 @@ impl Launch {
         full.extend(env.clone());
         Launch {
             argv,
-            cwd: cwd.unwrap_or(workspace).to_path_buf(),
             env: full,
             workspace: workspace.to_path_buf(),
             own_network: limits.network == Network::None,
@@ -210,7 +208,6 @@ pub fn probe(workspaces: &Path) -> Result<Probe> {
     let mut launch = Launch::new(
         ["/bin/sh", "-c", "exit 0"].map(String::from).to_vec(),
         workspaces,
-        None,
         &BTreeMap::new(),
         &limits,
     );

@@ -165,7 +165,7 @@ impl Settings {
             return Err(raising("pids", d.pids.to_string()));
         }
         let cpus = r.cpus.unwrap_or(d.cpus);
-        if !cpus.is_finite() || cpus < 0.01 || cpus > 1024.0 {
+        if !(0.01..=1024.0).contains(&cpus) {
             return Err(Refusal::Invalid(format!(
                 "sandbox cpus must be between 0.01 and 1024, not {cpus}"
             )));

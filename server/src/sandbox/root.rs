@@ -223,7 +223,7 @@ fn devices(new: &Path) -> Result<()> {
 fn mask_secrets(new: &Path) -> Result<()> {
     let empty = new.join("run/ptyhost/masked");
     std::fs::File::create(&empty)?;
-    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0))?;
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o000))?;
     let mut targets: Vec<PathBuf> = MASKED.iter().map(|m| new.join(m)).collect();
     if let Ok(ssh) = std::fs::read_dir(new.join("etc/ssh")) {
         targets.extend(ssh.flatten().map(|e| e.path()).filter(|p| {

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -89,9 +89,8 @@ pub struct SessionHandle {
     status: watch::Receiver<LiveStatus>,
     last_sequence: Arc<AtomicU64>,
     persisted: watch::Receiver<actor::Persisted>,
-    /// The PTY's program (for a managed session, its tmux client; for a sandboxed one,
-    /// the sandbox's helper).
-    pid: Option<u32>,
+    /// The session's program (for a managed session, its tmux client).
+    program: Arc<pty::ProgramPid>,
     host: Host,
     sandboxed: Option<Arc<Sandboxed>>,
 }
@@ -101,11 +100,9 @@ impl SessionHandle {
     /// session's is its workspace whenever the program is outside it: nothing else of its
     /// view has the same path on the host.
     pub async fn working_dir(&self) -> Option<PathBuf> {
-        let now = match (&self.host, &self.sandboxed) {
-            (Host::Tmux(tmux), _) => tmux.current_path(&self.id).await,
-            (Host::Native, None) => std::fs::read_link(format!("/proc/{}/cwd", self.pid?)).ok(),
-            (Host::Native, Some(_)) => crate::sandbox::program_pid(self.pid?)
-                .and_then(|p| std::fs::read_link(format!("/proc/{p}/cwd")).ok()),
+        let now = match &self.host {
+            Host::Tmux(tmux) => tmux.current_path(&self.id).await,
+            Host::Native => std::fs::read_link(format!("/proc/{}/cwd", self.program.get()?)).ok(),
         };
         match &self.sandboxed {
             Some(s) => Some(
@@ -307,13 +304,10 @@ impl Sessions {
     async fn create_as(&self, spec: SessionSpec, state: &str) -> Result<SessionRow> {
         let id = uuid::Uuid::now_v7().to_string();
         let sandbox = &self.inner.settings.sandbox;
-        let sandboxed = match &spec.confined {
-            Some(c) => match Sandboxed::make(&id, c, sandbox) {
-                Ok(s) => Some(Arc::new(s)),
-                Err(e) => return Err(e.context("preparing the session's sandbox")),
-            },
-            None => None,
-        };
+        let sandboxed = (spec.confined.as_ref())
+            .map(|c| Sandboxed::make(&id, c, sandbox).map(Arc::new))
+            .transpose()
+            .context("preparing the session's sandbox")?;
         let mut row = SessionRow {
             id: id.clone(),
             instance_id: self.inner.instance_id.clone(),
@@ -476,11 +470,7 @@ impl Sessions {
             replay_floor: row.replay_floor,
             reserved,
         };
-        let limits = row
-            .sandbox
-            .as_deref()
-            .and_then(|l| serde_json::from_str(l).ok());
-        let sandboxed = match (&row.workspace, limits) {
+        let sandboxed = match (&row.workspace, sandboxed::stored_limits(row)) {
             (Some(w), Some(limits)) => Some(Arc::new(Sandboxed::adopted(
                 &row.id,
                 std::path::Path::new(w),

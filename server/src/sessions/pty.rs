@@ -30,10 +30,32 @@ pub struct Pty {
     /// input queues behind them.
     queued: Arc<AtomicUsize>,
     pid: Option<u32>,
-    /// The program runs under the sandbox's helper: its own pid is looked up (and kept)
-    /// the first time it is needed.
+    program: Arc<ProgramPid>,
+}
+
+/// The pid of the session's own program: the PTY's child, or, when that is the sandbox's
+/// helper, the program it runs, looked up the first time it is asked for and then kept.
+#[derive(Debug)]
+pub struct ProgramPid {
+    child: Option<u32>,
     confined: bool,
-    leader: std::sync::atomic::AtomicU32,
+    found: std::sync::atomic::AtomicU32,
+}
+
+impl ProgramPid {
+    pub fn get(&self) -> Option<u32> {
+        if !self.confined {
+            return self.child;
+        }
+        match self.found.load(Ordering::Acquire) {
+            0 => {
+                let found = crate::sandbox::program_pid(self.child?)?;
+                self.found.store(found, Ordering::Release);
+                Some(found)
+            }
+            known => Some(known),
+        }
+    }
 }
 
 /// What the process produces: output chunks (closed at PTY EOF) and its exit.
@@ -147,8 +169,11 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
             input,
             queued,
             pid,
-            confined: spec.confined.is_some(),
-            leader: Default::default(),
+            program: Arc::new(ProgramPid {
+                child: pid,
+                confined: spec.confined.is_some(),
+                found: Default::default(),
+            }),
         },
         PtyEvents { output, exit },
     ))
@@ -210,25 +235,15 @@ impl Pty {
             })
     }
 
-    /// The session's own program: the PTY's, or the one the sandbox's helper runs.
-    fn program(&self) -> Option<u32> {
-        if !self.confined {
-            return self.pid;
-        }
-        match self.leader.load(Ordering::Acquire) {
-            0 => {
-                let found = crate::sandbox::program_pid(self.pid?)?;
-                self.leader.store(found, Ordering::Release);
-                Some(found)
-            }
-            known => Some(known),
-        }
+    /// The session's own program (see `ProgramPid`).
+    pub fn program(&self) -> Arc<ProgramPid> {
+        self.program.clone()
     }
 
     /// Kills the terminal's foreground process group, unless that is the session's
     /// program itself (the shell).
     pub fn kill_foreground_job(&self) {
-        if let (Some(pgid), Some(pid)) = (self.master.process_group_leader(), self.program())
+        if let (Some(pgid), Some(pid)) = (self.master.process_group_leader(), self.program.get())
             && pgid != pid as i32
         {
             let _ = sys::signal_group(pgid, Signal::KILL);

@@ -63,13 +63,7 @@ impl Sandboxed {
             sandbox::finds_program(program, &self.workspace),
             "no program {program:?} in the sandbox (it sees the host's system folders and its workspace)"
         );
-        let mut launch = Launch::new(
-            spec.argv.clone(),
-            &self.workspace,
-            None,
-            &spec.env,
-            &self.limits,
-        );
+        let mut launch = Launch::new(spec.argv.clone(), &self.workspace, &spec.env, &self.limits);
         launch.shell_rc = spec.shell_integration.then(|| super::SHELL_RC.to_owned());
         match &self.cgroup {
             Some(c) => launch.cgroup_procs = c.procs_files(),
@@ -95,12 +89,7 @@ impl Sandboxed {
     }
 
     pub fn usage(&self) -> Option<control::Usage> {
-        let u = self.cgroup.as_ref()?.usage();
-        Some(control::Usage {
-            memory_bytes: u.memory_bytes,
-            pids: u.pids,
-            cpu_seconds: u.cpu_seconds,
-        })
+        Some(self.cgroup.as_ref()?.usage())
     }
 
     /// Removes the cgroup once the session's processes are gone.
@@ -114,6 +103,11 @@ impl Sandboxed {
             });
         }
     }
+}
+
+/// The limits a stored session ran with (`None`: it was not sandboxed).
+pub fn stored_limits(row: &crate::store::SessionRow) -> Option<Limits> {
+    serde_json::from_str(row.sandbox.as_deref()?).ok()
 }
 
 /// The session JSON's `sandbox`: what a session runs in and what enforces each cap.

@@ -179,8 +179,9 @@ impl SpecRequest {
         if argv.iter().any(|a| a.contains('\0')) {
             return invalid("argv must not contain NUL bytes");
         }
+        // A sandboxed program starts in its workspace (`confined`).
         let cwd = match &confined {
-            Some(c) => c.workspace.clone(),
+            Some(_) => None,
             None => match self.cwd.filter(|c| !c.is_empty()) {
                 Some(c) if !std::path::Path::new(&c).is_dir() => {
                     return Err(SpecError::Invalid(format!("cwd {c:?} is not a directory")));

@@ -125,7 +125,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         reserved: s.resumed.reserved,
     });
     let requested = s.resumed.reserved;
-    let (pid, host, sandboxed) = (s.pty.pid(), s.host.clone(), s.sandboxed.clone());
+    let (program, host, sandboxed) = (s.pty.program(), s.host.clone(), s.sandboxed.clone());
     tasks.spawn(write_behind(
         s.store,
         s.id.clone(),
@@ -166,7 +166,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         status,
         last_sequence,
         persisted,
-        pid,
+        program,
         host,
         sandboxed,
     }
