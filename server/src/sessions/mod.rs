@@ -102,7 +102,9 @@ impl SessionHandle {
     pub async fn working_dir(&self) -> Option<PathBuf> {
         let now = match &self.host {
             Host::Tmux(tmux) => tmux.current_path(&self.id).await,
-            Host::Native => std::fs::read_link(format!("/proc/{}/cwd", self.program.get()?)).ok(),
+            Host::Native => {
+                (self.program.get()).and_then(|p| std::fs::read_link(format!("/proc/{p}/cwd")).ok())
+            }
         };
         match &self.sandboxed {
             Some(s) => Some(
