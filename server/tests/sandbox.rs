@@ -117,6 +117,17 @@ async fn a_session_reads_no_password_hashes_no_data_directory_and_no_other_works
 }
 
 #[tokio::test]
+async fn the_servers_environment_reaches_no_process_of_a_session() {
+    let (on, off) = both().await;
+    // Every test server runs with RUST_LOG set; a session must not find it anywhere.
+    let probe = "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c '^RUST_LOG='";
+    let (_, confined, _) = run(&on, probe, None).await;
+    assert_eq!(confined.trim(), "0", "{confined}");
+    let (_, open, _) = run(&off, probe, None).await;
+    assert_ne!(open.trim(), "0", "the unconfined shell inherits it: {open}");
+}
+
+#[tokio::test]
 async fn a_write_outside_the_workspace_changes_nothing_on_the_host() {
     let (on, off) = both().await;
     let outside = tempfile::tempdir().unwrap();
@@ -300,7 +311,15 @@ async fn no_process_of_a_session_outlives_a_server_killed_with_sigkill() {
         |secs: u32| format!("setsid sleep {secs} > /dev/null 2>&1 < /dev/null & echo started");
     run(&on, &probe(4241), None).await;
     run(&off, &probe(4242), None).await;
-    assert!(!running("sleep 4241").is_empty() && !running("sleep 4242").is_empty());
+    // The task ends once the background job is forked, maybe before it has exec'd sleep.
+    let started = |n: &str| !running(n).is_empty();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !(started("sleep 4241") && started("sleep 4242"))
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(started("sleep 4241") && started("sleep 4242"));
     on.kill().await;
     off.kill().await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);

@@ -169,6 +169,10 @@ fn init_main(launch: &Launch, mut status: std::io::PipeWriter, signals: &SignalS
 
 fn confine_and_start(launch: &Launch, signals: &SignalSet) -> Result<std::process::Child> {
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+    // The program runs as the same user: without this it could read the init's memory
+    // and environment (its launch, and under tmux the tmux server's environment) through
+    // /proc/1.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     rustix::process::setsid()?;
     let stdin = std::io::stdin();
     if rustix::termios::isatty(stdin.as_fd()) {

@@ -90,6 +90,11 @@ pub fn size(cols: u16, rows: u16) -> PtySize {
 pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
     let pair = native_pty_system().openpty(size(spec.cols, spec.rows))?;
     let mut cmd = CommandBuilder::from_argv(spec.argv.iter().map(Into::into).collect());
+    if spec.confined.is_some() {
+        // The sandbox's helper gets its launch alone: ptyhost's own environment (which
+        // may hold its bootstrap token) never enters the session.
+        cmd.env_clear();
+    }
     cmd.env("TERM", "xterm-256color");
     for (k, v) in &spec.env {
         cmd.env(k, v);
