@@ -429,3 +429,30 @@ async fn a_cwd_that_holds_the_data_directory_is_refused() {
         json!(std::fs::canonicalize(project.path()).unwrap())
     );
 }
+
+#[tokio::test]
+async fn a_managed_tmux_session_is_confined_like_a_direct_one() {
+    let (on, off) = both().await;
+    let probe = json!({
+        // Printed again and again, so an attach that comes late still sees it.
+        "argv": ["sh", "-c", "while :; do head -c 5 /etc/shadow 2>&1; echo; echo probe-done; sleep 0.3; done"],
+        "session_class": "managed",
+    });
+    let mut seen = Vec::new();
+    for server in [&on, &off] {
+        let (status, created) = server.post("/sessions", ADMIN, probe.clone()).await;
+        assert_eq!(status, 201, "{created}");
+        let sid = created["session_id"].as_str().unwrap();
+        let mut c = server.attach(sid, ADMIN).await;
+        c.join("observer").await;
+        seen.push(common::output_text(&c.output_until("probe-done").await));
+        // Managed sessions outlive their server: end this one (and its tmux session).
+        server.delete(&format!("/sessions/{sid}"), ADMIN).await;
+    }
+    assert!(seen[0].contains("Permission denied"), "{}", seen[0]);
+    assert!(
+        seen[1].contains("root:"),
+        "unconfined under tmux: {}",
+        seen[1]
+    );
+}
