@@ -52,14 +52,12 @@ pub fn build(launch: &Launch) -> Result<()> {
     devices(new)?;
     let proc = new.join("proc");
     mkdir(&proc, 0o555)?;
-    rustix::mount::mount(
+    mount_new(
         "proc",
         &proc,
-        "proc",
         MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-        None,
-    )
-    .context("mounting /proc")?;
+        "",
+    )?;
     let rc = new.join(&SHELL_RC_PATH[1..]);
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -79,14 +77,14 @@ pub fn build(launch: &Launch) -> Result<()> {
 }
 
 fn tmpfs(at: &Path, options: &str) -> Result<()> {
-    rustix::mount::mount(
-        "tmpfs",
-        at,
-        "tmpfs",
-        MountFlags::NOSUID | MountFlags::NODEV,
-        Some(std::ffi::CString::new(options)?.as_c_str()),
-    )
-    .with_context(|| format!("mounting a tmpfs at {}", at.display()))
+    mount_new("tmpfs", at, MountFlags::NOSUID | MountFlags::NODEV, options)
+}
+
+/// Mounts a new file system of type `fs` (its source named the same) at `at`.
+fn mount_new(fs: &str, at: &Path, flags: MountFlags, options: &str) -> Result<()> {
+    let options = std::ffi::CString::new(options)?;
+    rustix::mount::mount(fs, at, fs, flags, Some(options.as_c_str()))
+        .with_context(|| format!("mounting a {fs} at {}", at.display()))
 }
 
 fn mkdir(path: &Path, mode: u32) -> Result<()> {
@@ -196,14 +194,12 @@ fn devices(new: &Path) -> Result<()> {
     }
     let pts = dev.join("pts");
     mkdir(&pts, 0o755)?;
-    rustix::mount::mount(
+    mount_new(
         "devpts",
         &pts,
-        "devpts",
         MountFlags::NOSUID | MountFlags::NOEXEC,
-        Some(c"newinstance,ptmxmode=0666,mode=0620"),
-    )
-    .context("mounting a devpts")?;
+        "newinstance,ptmxmode=0666,mode=0620",
+    )?;
     std::os::unix::fs::symlink("pts/ptmx", dev.join("ptmx"))?;
     let shm = dev.join("shm");
     mkdir(&shm, 0o1777)?;
