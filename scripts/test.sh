@@ -30,5 +30,5 @@ cargo test -p app
 cargo test -p server
 export PTYHOST_BIN="$CARGO_TARGET_DIR/debug/ptyhost"
 (cd end2end/a2a && "${PTYHOST_VENV:-/var/cache/ptyhost/venv}/bin/python" -m pytest -q -p no:cacheprovider)
-(cd end2end && node --test a2a-js/)
+(cd end2end && node --experimental-websocket --test a2a-js/ agentic-sandbox/)
 (cd end2end && npx playwright test)

@@ -179,6 +179,8 @@ pub enum Command {
     Resize(String, u16, u16, oneshot::Sender<Result<(), Refusal>>),
     RequestRole(String, Role, oneshot::Sender<Result<(), Refusal>>),
     RequestKeyframe(String, oneshot::Sender<Result<(), Refusal>>),
+    /// A keyframe of the screen now, for a connection that has not joined.
+    Keyframe(oneshot::Sender<Bytes>),
     /// The member's connection skipped stale output: send it `PTY_OUTPUT_LAGGED` and a
     /// fresh keyframe.
     Resync(String),

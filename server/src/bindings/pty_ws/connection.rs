@@ -2,12 +2,15 @@
 //! the membership it holds.
 
 mod join;
+mod send;
+use send::{close, close_for, finish, transcode};
 mod tasks;
 #[cfg(test)]
 mod tests;
 
 use std::pin::Pin;
 
+use super::executor::{self, Dialect};
 use super::*;
 use crate::revocation::Lease;
 use tasks::TaskContext;
@@ -74,6 +77,10 @@ pub(super) struct Connection {
     member: Option<Membership>,
     /// `pty-ws.v1.binary`: output as `PW1O`, input also as `PW1I`.
     binary: bool,
+    /// The shape of its frames: the spec's, or the agentic-sandbox executor's.
+    dialect: Dialect,
+    /// The executor's resume: the `replay_from` of the attach URL.
+    resume: Option<u64>,
     _slot: SessionSlot,
     /// Cut when the token that authenticated the connection is revoked or expires.
     lease: Lease,
@@ -115,6 +122,8 @@ impl Connection {
             seen_first_frame: false,
             member: None,
             binary,
+            dialect: Dialect::Spec,
+            resume: None,
             _slot: slot,
             lease,
             throttled: 0,
@@ -124,6 +133,16 @@ impl Connection {
             task_frames_rx,
             follows: HashMap::new(),
         }
+    }
+
+    /// A connection whose URL asks to resume after `replay_from` (the executor's clients
+    /// do; it speaks their shape from its first frame).
+    pub(super) fn resuming(mut self, replay_from: Option<u64>) -> Connection {
+        if replay_from.is_some() {
+            self.dialect = Dialect::Executor;
+        }
+        self.resume = replay_from;
+        self
     }
 
     pub(super) async fn run(self, socket: Socket) {
@@ -136,7 +155,9 @@ impl Connection {
         let span = self.span.clone();
         async move {
             tracing::info!("attached");
-            if self.send(&mut sink, self.hello().await).await.is_ok() {
+            if self.send(&mut sink, self.hello().await).await.is_ok()
+                && let Next::Continue = self.resume_after_hello(&mut sink).await
+            {
                 self.serve(&mut sink, &mut stream).await;
             }
             // Roles, the session slot and task streams are let go before the socket's close
@@ -194,6 +215,7 @@ impl Connection {
                     "binary_subprotocol": SUBPROTOCOL_BINARY,
                     "json_subprotocol": SUBPROTOCOL_JSON,
                 },
+                "server_info": { "name": "ptyhost", "version": env!("CARGO_PKG_VERSION") },
             }),
         )
     }
@@ -224,11 +246,15 @@ impl Connection {
                             }
                         }
                         Some(Outbound::Output { frame, binary, .. }) => {
-                            let sent = match binary {
-                                true => self.send_message(sink, Message::Binary(frame)).await,
-                                false => match Utf8Bytes::try_from(frame) {
+                            let sent = match (binary, self.dialect) {
+                                (true, _) => self.send_message(sink, Message::Binary(frame)).await,
+                                (false, Dialect::Spec) => match Utf8Bytes::try_from(frame) {
                                     Ok(text) => self.send_message(sink, Message::Text(text)).await,
                                     Err(_) => Err(Ended),
+                                },
+                                (false, Dialect::Executor) => match transcode(&frame) {
+                                    Some(text) => self.send_message(sink, Message::Text(text.into())).await,
+                                    None => Ok(()),
                                 },
                             };
                             if sent.is_err() {
@@ -370,64 +396,6 @@ impl Connection {
         Admit::Skip
     }
 
-    /// A final `Error` frame, then the close code.
-    async fn fatal(
-        &self,
-        sink: &mut Sink,
-        code: ErrorCode,
-        message: &str,
-        close_code: u16,
-    ) -> Admit {
-        if self
-            .send(sink, error_frame(None, code, message))
-            .await
-            .is_ok()
-        {
-            let _ = tokio::time::timeout(
-                Duration::from_secs(1),
-                close(sink, close_code, code.as_str()),
-            )
-            .await;
-        }
-        Admit::Stop
-    }
-
-    /// Sends a message whole, with a deadline: a peer that takes longer than the heartbeat
-    /// timeout to take one frame is treated as gone. PTY output goes this way: a viewer
-    /// that keeps up with a flood takes it in large frames.
-    async fn send_message(&self, sink: &mut Sink, msg: Message) -> Result<(), Ended> {
-        match tokio::time::timeout(self.state.heartbeat_timeout, sink.send(msg)).await {
-            Ok(Ok(())) => Ok(()),
-            _ => Err(Ended),
-        }
-    }
-
-    /// Sends any other frame, a large one (a membership list, a keyframe, a replay page)
-    /// in fragments, so an idle viewer's write buffer stays small; same deadline.
-    async fn send_frame(&self, sink: &mut Sink, json: Utf8Bytes) -> Result<(), Ended> {
-        let sent = socket::send(sink, Message::Text(json));
-        match tokio::time::timeout(self.state.heartbeat_timeout, sent).await {
-            Ok(Ok(())) => Ok(()),
-            _ => Err(Ended),
-        }
-    }
-
-    async fn send(&self, sink: &mut Sink, text: String) -> Result<(), Ended> {
-        self.send_frame(sink, text.into()).await
-    }
-
-    async fn send_bytes(&self, sink: &mut Sink, json: Bytes) -> Result<(), Ended> {
-        let text = Utf8Bytes::try_from(json).map_err(|_| Ended)?;
-        self.send_frame(sink, text).await
-    }
-
-    async fn goodbye(&self, sink: &mut Sink, reason: &str) {
-        let frame = server_frame("binding_goodbye", None, None, json!({ "reason": reason }));
-        if self.send(sink, frame).await.is_ok() {
-            let _ = tokio::time::timeout(Duration::from_secs(2), close(sink, 1000, reason)).await;
-        }
-    }
-
     async fn refuse(
         &self,
         sink: &mut Sink,
@@ -469,7 +437,19 @@ impl Connection {
     }
 
     async fn on_text(&mut self, sink: &mut Sink, text: &str) -> Next {
-        let decoded = ClientOp::decode(text);
+        if !self.seen_first_frame && self.dialect == Dialect::Spec {
+            self.dialect = Dialect::of_first_frame(text);
+        }
+        let decoded = match self.dialect {
+            Dialect::Spec => ClientOp::decode(text),
+            Dialect::Executor => {
+                let role = match self.principal.scope >= Scope::Control {
+                    true => Role::Controller,
+                    false => Role::Observer,
+                };
+                executor::decode(text, role)
+            }
+        };
         let (env, op, session_ref) = match decoded {
             Ok(d) => (d.envelope, d.op, d.session_id),
             Err((id, DecodeError::Invalid(m))) => {
@@ -664,41 +644,4 @@ async fn next_outbound(member: &mut Option<Membership>) -> Option<Outbound> {
         Some(m) => m.out.recv().await,
         None => std::future::pending().await,
     }
-}
-
-/// The close code and message for a socket error the client caused: 1007 for a text frame
-/// that is not UTF-8, 1009 for a frame too large to read, 1002 for a protocol violation;
-/// none when the socket itself failed.
-fn close_for(e: &WsError) -> Option<(u16, String)> {
-    match e {
-        WsError::Utf8(_) => Some((1007, "text frames must be UTF-8".into())),
-        WsError::Capacity(_) => Some((
-            1009,
-            format!("frames are limited to {MAX_FRAME_BYTES} bytes"),
-        )),
-        WsError::Protocol(p) => Some((1002, format!("WebSocket protocol error: {p}"))),
-        _ => None,
-    }
-}
-
-/// Ends the socket cleanly whoever closed it: a Close the client sent is answered
-/// (closing flushes the reply), and what the client still sends is read until its Close
-/// (or `CLOSE_WAIT`), so that our close frame is not lost to a TCP reset.
-async fn finish(sink: &mut Sink, stream: &mut Stream) {
-    let _ = tokio::time::timeout(CLOSE_WAIT, async {
-        let _ = sink.close().await;
-        while let Some(Ok(_)) = stream.next().await {}
-    })
-    .await;
-}
-
-/// How long `finish` waits for the client's side of the close.
-const CLOSE_WAIT: Duration = Duration::from_secs(2);
-
-async fn close(sink: &mut Sink, code: u16, reason: &str) -> Result<(), WsError> {
-    sink.send(Message::Close(Some(CloseFrame {
-        code: code.into(),
-        reason: reason.into(),
-    })))
-    .await
 }

@@ -1,7 +1,9 @@
 //! The `pty-ws/v1` binding: upgrade checks (subprotocol, bearer, session), then one task
 //! per connection (`connection`) that maps frames to session commands and session frames
-//! to the socket; joining (`connection::join`) and the A2A operations on the connection
-//! (`connection::tasks`) are its two other parts.
+//! to the socket; joining (`connection::join`), the A2A operations on the connection
+//! (`connection::tasks`) and sending (`connection::send`) are its other parts. A connection
+//! speaks the spec's shape or the agentic-sandbox executor's (`executor`), which decodes
+//! into and encodes from the same operations.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +30,7 @@ use wire::{
 };
 
 mod connection;
+mod executor;
 mod forwarded;
 
 use crate::websocket::{self as socket, NotAnUpgrade, Socket, Upgrade};
@@ -77,7 +80,12 @@ pub async fn attach(
     upgrade: Result<Upgrade, NotAnUpgrade>,
     admitted: Option<axum::Extension<Arc<Admitted>>>,
 ) -> Response {
-    let checked = check_attach(&state, &sid, &uri, &headers).await;
+    let checked = match url_replay_from(&uri) {
+        Ok(resume) => check_attach(&state, &sid, &uri, &headers)
+            .await
+            .map(|c| (c, resume)),
+        Err(e) => Err(e),
+    };
     // What the checks refuse is refused first; then a request that is no upgrade.
     let (checked, upgrade) = match (checked, upgrade) {
         (Err(e), _) => return e.into_response(),
@@ -86,9 +94,12 @@ pub async fn attach(
     };
     let tracker = state.connections.clone();
     match checked {
-        (principal, subprotocol, _slot, Owner::There { url, .. }) => {
+        ((principal, subprotocol, _slot, Owner::There { url, .. }), resume) => {
             // Another node runs the session: its answer to the upgrade is ours.
-            let url = forward::attach_url(&url, &state.instance_id, &sid);
+            let mut url = forward::attach_url(&url, &state.instance_id, &sid);
+            if let Some(after) = resume {
+                url.push_str(&format!("?replay_from={after}"));
+            }
             let owner =
                 match forward::open(&state.node, &url, subprotocol, &principal, READ_LIMIT_BYTES)
                     .await
@@ -101,7 +112,7 @@ pub async fn attach(
                 forwarded::run(state, socket, owner, sid)
             })
         }
-        (principal, subprotocol, slot, Owner::Here) => {
+        ((principal, subprotocol, slot, Owner::Here), resume) => {
             let attach = audit::Record::new(audit::Event::Attach, &sid)
                 .by(&principal.token_id)
                 .detail(json!({ "scope": principal.scope.as_str(), "subprotocol": subprotocol }));
@@ -114,7 +125,9 @@ pub async fn attach(
             }
             let binary = subprotocol == SUBPROTOCOL_BINARY;
             upgraded(upgrade, subprotocol, tracker, admitted, move |socket| {
-                Connection::new(state, principal, sid, binary, slot).run(socket)
+                Connection::new(state, principal, sid, binary, slot)
+                    .resuming(resume)
+                    .run(socket)
             })
         }
     }
@@ -143,6 +156,21 @@ where
         };
         tracker.track_future(held)
     })
+}
+
+/// The executor's resume: `replay_from` as a query parameter of the attach URL.
+fn url_replay_from(uri: &Uri) -> Result<Option<u64>, ApiError> {
+    let value = (uri.query().unwrap_or_default().split('&'))
+        .find_map(|pair| pair.strip_prefix("replay_from="));
+    match value.map(str::parse::<u64>) {
+        None => Ok(None),
+        Some(Ok(after)) => Ok(Some(after)),
+        Some(Err(_)) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "replay_from must be a sequence number",
+        )),
+    }
 }
 
 async fn check_attach(

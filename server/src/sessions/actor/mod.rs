@@ -324,6 +324,9 @@ impl Actor {
             Command::RequestKeyframe(client_id, reply) => {
                 let _ = reply.send(self.request_keyframe(&client_id));
             }
+            Command::Keyframe(reply) => {
+                let _ = reply.send(self.personal_keyframe());
+            }
             Command::Resync(client_id) => {
                 if let Some(i) = self.index(&client_id) {
                     self.resync(i);

@@ -44,6 +44,38 @@ impl Connection {
         result
     }
 
+    /// The executor's resume (a `replay_from` in the attach URL), right after the hello:
+    /// `replay.out_of_range` if the frames after it are gone, then a keyframe of the screen
+    /// now; what follows it comes once the client joins. A session that has ended is
+    /// replayed from the store, and the connection closes.
+    pub(super) async fn resume_after_hello(&mut self, sink: &mut Sink) -> Next {
+        let Some(after) = self.resume else {
+            return Next::Continue;
+        };
+        let live = self.state.sessions.live(&self.session_id);
+        let keyframe = match &live {
+            Some(handle) => match handle.ask(|r| Command::Replay(after, r)).await {
+                Some(Replay::OutOfRange { floor, current }) => {
+                    if self
+                        .send(sink, out_of_range(None, floor, current))
+                        .await
+                        .is_err()
+                    {
+                        return Next::Stop;
+                    }
+                    handle.ask(Command::Keyframe).await
+                }
+                Some(_) => handle.ask(Command::Keyframe).await,
+                None => None,
+            },
+            None => None,
+        };
+        match keyframe {
+            Some(frame) => self.next(self.send_bytes(sink, frame).await),
+            None => self.replay_closed(sink, None, Some(after)).await,
+        }
+    }
+
     pub(super) async fn join(&mut self, sink: &mut Sink, env: Envelope, join: JoinSession) -> Next {
         let id = Some(env.id.clone());
         if self.member.is_some() {
@@ -100,7 +132,7 @@ impl Connection {
                 .await;
         }
         let Some(handle) = self.state.sessions.live(&self.session_id) else {
-            return self.replay_closed(sink, id, env.replay_from).await;
+            return self.join_closed(sink, id, env.replay_from).await;
         };
         let (out_tx, out) = sessions::viewer_queue();
         let request = JoinRequest {
@@ -113,7 +145,7 @@ impl Connection {
             binary: self.binary,
         };
         let joined = match handle.ask(|r| Command::Join(request, r)).await {
-            None => return self.replay_closed(sink, id, env.replay_from).await,
+            None => return self.join_closed(sink, id, env.replay_from).await,
             Some(Err(refusal)) => {
                 return self.refuse(sink, id, refusal.code, &refusal.message).await;
             }
@@ -152,9 +184,7 @@ impl Connection {
         match joined.replay {
             Replay::None => {}
             Replay::OutOfRange { floor, current } => {
-                let m = replay_out_of_range(floor, current);
-                self.send(sink, error_frame(id, ErrorCode::ReplayOutOfRange, &m))
-                    .await?;
+                self.send(sink, out_of_range(id, floor, current)).await?;
             }
             Replay::Range { store, ring } => {
                 if let Some((after, before)) = store {
@@ -183,6 +213,28 @@ impl Connection {
         Ok(())
     }
 
+    /// A join of a session that has ended: the executor's clients are told `session.closed`
+    /// first; then its frames from the store.
+    async fn join_closed(
+        &self,
+        sink: &mut Sink,
+        id: Option<String>,
+        replay_from: Option<u64>,
+    ) -> Next {
+        if self.dialect == Dialect::Executor {
+            let m = "the session has ended; its retained frames follow";
+            let frame = executor::session_closed(m);
+            if self
+                .send_message(sink, Message::Text(frame.into()))
+                .await
+                .is_err()
+            {
+                return Next::Stop;
+            }
+        }
+        self.replay_closed(sink, id, replay_from).await
+    }
+
     /// A session that has ended is served from the store: its replay (or its final
     /// keyframe and `Closed`), then goodbye.
     async fn replay_closed(
@@ -203,13 +255,7 @@ impl Connection {
                     store.frames_between(sid, after, last + 1).await?
                 }
                 Some(_) => {
-                    let m = replay_out_of_range(floor, last);
-                    let _ = self
-                        .send(
-                            sink,
-                            error_frame(id.clone(), ErrorCode::ReplayOutOfRange, &m),
-                        )
-                        .await;
+                    let _ = self.send(sink, out_of_range(id.clone(), floor, last)).await;
                     store.frames_from_last_keyframe(sid).await?
                 }
                 None => store.frames_from_last_keyframe(sid).await?,
@@ -248,8 +294,12 @@ impl Connection {
     }
 }
 
-pub(super) fn replay_out_of_range(floor: u64, current: u64) -> String {
-    format!(
+/// `REPLAY_OUT_OF_RANGE`, with the oldest sequence still retained.
+pub(super) fn out_of_range(id: Option<String>, floor: u64, current: u64) -> String {
+    let message = format!(
         "replay_from is outside the retained window: frames after sequence {floor} are retained, up to {current}"
-    )
+    );
+    let mut payload = wire::error_payload(ErrorCode::ReplayOutOfRange, &message);
+    payload["oldest"] = json!(floor + 1);
+    server_frame("Error", id, None, payload)
 }

@@ -270,12 +270,8 @@ impl TaskContext {
         let (store, ring) = match plan {
             Replay::Range { store, ring } => (store, ring),
             Replay::OutOfRange { floor, current } => {
-                let message = super::join::replay_out_of_range(floor, current);
-                let refused = error_frame(
-                    Some(self.request_id.clone()),
-                    ErrorCode::ReplayOutOfRange,
-                    &message,
-                );
+                let refused =
+                    super::join::out_of_range(Some(self.request_id.clone()), floor, current);
                 return self.frames.send(refused).await.map(|_| after).map_err(drop);
             }
             Replay::None => return Ok(after),

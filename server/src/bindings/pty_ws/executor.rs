@@ -1,0 +1,494 @@
+//! The agentic-sandbox executor's dialect of pty-ws/v1 (DESIGN.md, "The agentic-sandbox
+//! executor's pty-ws shape"): frames are `{op, seq, ts, payload}` with no `id`, session
+//! frames are top-level snake_case ops, errors carry dotted codes and an HTTP status, and
+//! A2A operations use the 0.3 names and shapes.
+//!
+//! The connection runs one loop over one typed set of operations whatever the dialect: this
+//! module decodes an executor frame into the same `wire::Decoded` the spec's frames decode
+//! to, and encodes each frame the connection would send in the spec's shape into this one.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use wire::a2a::{ListTasksRequest, StreamResponse, Task, TaskState};
+use wire::{
+    ClientOp, DecodeError, Decoded, Envelope, ErrorCode, ListTasksPayload, PtyErrorCode, Role,
+    SessionFrame, TaskOp, TaskRef,
+};
+
+use crate::a2a::v03;
+
+/// How a connection's frames are shaped; fixed by its first client frame (or by a
+/// `replay_from` in its URL, which only the executor's clients send).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// `pty-ws/v1` as the binding spec writes it.
+    Spec,
+    /// The agentic-sandbox executor's shape.
+    Executor,
+}
+
+impl Dialect {
+    /// The dialect a first client frame speaks: the executor's when it has no `id`.
+    pub fn of_first_frame(text: &str) -> Dialect {
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(o)) if !o.contains_key("id") => Dialect::Executor,
+            _ => Dialect::Spec,
+        }
+    }
+}
+
+/// The operations the executor's clients may send, as its `binding_hello` lists them.
+pub const OPERATIONS: [&str; 14] = [
+    "message/send",
+    "message/stream",
+    "tasks/get",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/subscribe",
+    "tasks/resubscribe",
+    "pty.join_session",
+    "pty.session_input",
+    "pty.session_resize",
+    "pty.request_keyframe",
+    "pty.request_role",
+    "pty.release_role",
+    "pty.leave_session",
+];
+
+/// A client frame: `{op, ts, payload}`. Like the executor, other members (a `seq`) are
+/// ignored.
+#[derive(Deserialize)]
+struct ClientFrame {
+    op: String,
+    #[serde(default)]
+    ts: Option<String>,
+    #[serde(default)]
+    payload: Value,
+}
+
+/// Decodes an executor client frame into the operation a spec frame would name. A join
+/// without a role asks for the one the token allows (`default_role`), as the executor does.
+pub fn decode(text: &str, default_role: Role) -> Result<Decoded, (Option<String>, DecodeError)> {
+    let invalid = |m: String| (None, DecodeError::Invalid(m));
+    let frame: ClientFrame =
+        serde_json::from_str(text).map_err(|e| invalid(format!("malformed frame: {e}")))?;
+    let mut payload = match frame.payload {
+        Value::Null => Map::new(),
+        Value::Object(o) => o,
+        _ => return Err(invalid("payload must be an object".into())),
+    };
+    let session_id = match payload.remove("session_id") {
+        None => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => return Err(invalid("session_id must be a string".into())),
+    };
+    let id = uuid::Uuid::now_v7().to_string();
+    let ts = frame.ts.unwrap_or_else(crate::clock::now_rfc3339);
+    let envelope = Envelope::new(frame.op.clone(), id, ts, Value::Object(payload.clone()));
+    let op = match frame.op.as_str() {
+        "message/send" => ClientOp::Task(TaskOp::SendMessage(Box::new(send(&payload)?))),
+        "message/stream" => ClientOp::Task(TaskOp::SendStreamingMessage(Box::new(send(&payload)?))),
+        "tasks/get" => ClientOp::Task(TaskOp::GetTask(task_ref(&payload)?)),
+        "tasks/cancel" => ClientOp::Task(TaskOp::CancelTask(task_ref(&payload)?)),
+        "tasks/subscribe" | "tasks/resubscribe" => {
+            ClientOp::Task(TaskOp::SubscribeToTask(task_ref(&payload)?))
+        }
+        "tasks/list" => ClientOp::Task(TaskOp::ListTasks(list(&payload)?)),
+        verb if verb.starts_with("pty.") || verb == "ping" || verb == wire::OP_ACK => {
+            if verb == "pty.join_session" && !payload.contains_key("role") {
+                payload.insert("role".into(), json!(default_role));
+            }
+            // The executor's input may carry the terminal's size; ptyhost resizes only on
+            // `pty.session_resize`.
+            if verb == "pty.session_input" {
+                payload.remove("terminal_size");
+            }
+            let spec = Envelope::new(
+                verb,
+                envelope.id.clone(),
+                envelope.ts.clone(),
+                payload.into(),
+            );
+            let decoded = ClientOp::decode(&spec.to_text()).map_err(|(_, e)| (None, e))?;
+            decoded.op
+        }
+        other => return Err((None, DecodeError::Unsupported(other.to_owned()))),
+    };
+    Ok(Decoded {
+        envelope,
+        op,
+        session_id,
+    })
+}
+
+fn send(
+    payload: &Map<String, Value>,
+) -> Result<wire::a2a::SendMessageRequest, (Option<String>, DecodeError)> {
+    v03::send_params(&Value::Object(payload.clone()))
+        .map_err(|e| (None, DecodeError::Invalid(e.to_string())))
+}
+
+/// `{task_id}` (or 0.3's `{id}`), with `history_length` / `historyLength`.
+fn task_ref(payload: &Map<String, Value>) -> Result<TaskRef, (Option<String>, DecodeError)> {
+    let task_id = ["task_id", "id", "taskId"]
+        .iter()
+        .find_map(|k| payload.get(*k).and_then(Value::as_str))
+        .ok_or_else(|| {
+            (
+                None,
+                DecodeError::Invalid("payload.task_id required".into()),
+            )
+        })?;
+    let history_length = ["history_length", "historyLength"]
+        .iter()
+        .find_map(|k| payload.get(*k).and_then(Value::as_u64))
+        .map(|n| n.min(u32::MAX as u64) as u32);
+    Ok(TaskRef {
+        task_id: task_id.to_owned(),
+        history_length,
+    })
+}
+
+/// `{limit?, state?, page_token?}`: a state by its 0.3 name (`input-required`).
+fn list(payload: &Map<String, Value>) -> Result<ListTasksPayload, (Option<String>, DecodeError)> {
+    let status = match payload.get("state").and_then(Value::as_str) {
+        None => None,
+        Some(name) => {
+            let proto = format!("TASK_STATE_{}", name.to_ascii_uppercase().replace('-', "_"));
+            let state = TaskState::from_name(&proto).ok_or_else(|| {
+                (
+                    None,
+                    DecodeError::Invalid(format!("Unknown task state: {name}")),
+                )
+            })?;
+            Some(state)
+        }
+    };
+    let page_size = payload
+        .get("limit")
+        .and_then(Value::as_u64)
+        .map(|n| n.clamp(1, 100) as u32);
+    let page_token = ["page_token", "cursor"]
+        .iter()
+        .find_map(|k| payload.get(*k).and_then(Value::as_str))
+        .map(str::to_owned);
+    Ok(ListTasksPayload {
+        page_size,
+        page_token,
+        filter: Some(ListTasksRequest {
+            status,
+            ..Default::default()
+        }),
+    })
+}
+
+/// A spec frame as the executor would send it; `None` for frames the executor's shape has
+/// no counterpart of (acknowledgements of streams, the goodbye, which is the close itself).
+pub fn encode(spec: &str) -> Option<String> {
+    let env: Envelope = serde_json::from_str(spec).ok()?;
+    let seq = env.sequence;
+    let (op, payload) = match env.op.as_str() {
+        wire::OP_SESSION_FRAME => session_frame(env.payload)?,
+        "Error" => ("error", error(&env.payload)),
+        "binding_hello" => ("binding_hello", hello(env.payload)),
+        "binding_goodbye" | "SendStreamingMessage.Accepted" | "SubscribeToTask.Accepted" => {
+            return None;
+        }
+        "SendMessage.Response" => match env.payload.as_object()?.iter().next()? {
+            (k, v) if k == "message" => (
+                "message",
+                v03::message(&serde_json::from_value(v.clone()).ok()?),
+            ),
+            (_, v) => ("task", task(v)?),
+        },
+        "GetTask.Response" | "CancelTask.Response" => ("task", task(&env.payload["task"])?),
+        "ListTasks.Response" => {
+            let tasks: Vec<Value> = env.payload["tasks"]
+                .as_array()?
+                .iter()
+                .filter_map(task)
+                .collect();
+            let cursor = env.payload["next_page_token"]
+                .as_str()
+                .filter(|t| !t.is_empty());
+            (
+                "task_list",
+                json!({ "tasks": tasks, "next_cursor": cursor }),
+            )
+        }
+        crate::sessions::TASK_UPDATE => {
+            let event: StreamResponse =
+                serde_json::from_value(env.payload["delta"].clone()).ok()?;
+            let op = match &event {
+                StreamResponse::Task(_) => "task",
+                StreamResponse::Message(_) => "message",
+                StreamResponse::StatusUpdate(_) => "status_update",
+                StreamResponse::ArtifactUpdate(_) => "artifact_update",
+            };
+            (op, v03::event(&event))
+        }
+        _ => return Some(frame(&env.op, seq, &env.ts, env.payload)),
+    };
+    Some(frame(op, seq, &env.ts, payload))
+}
+
+fn frame(op: &str, seq: Option<u64>, ts: &str, payload: Value) -> String {
+    json!({ "op": op, "seq": seq, "ts": ts, "payload": payload }).to_string()
+}
+
+fn task(v: &Value) -> Option<Value> {
+    let task: Task = serde_json::from_value(v.clone()).ok()?;
+    Some(v03::task(&task))
+}
+
+/// The spec's hello with the executor's additions: `pty-extensions/v1` is active on every
+/// executor connection, and the operations are the executor's names.
+fn hello(mut payload: Value) -> Value {
+    payload["activated_extensions"] = json!([wire::EXTENSION_URI]);
+    payload["supported_operations"] = json!(OPERATIONS);
+    payload
+}
+
+fn session_frame(payload: Value) -> Option<(&'static str, Value)> {
+    Some(match serde_json::from_value(payload).ok()? {
+        SessionFrame::Output { data, .. } => ("output", json!({ "data": data })),
+        SessionFrame::Resize { cols, rows } => ("resize", json!({ "cols": cols, "rows": rows })),
+        SessionFrame::RoleAssigned {
+            role,
+            client_id,
+            downgraded,
+            reason,
+        } => {
+            let mut p = json!({ "client_id": client_id, "role": role });
+            if downgraded == Some(true) {
+                p["downgraded"] = json!(true);
+                p["reason"] = json!(reason);
+            }
+            ("role_assigned", p)
+        }
+        SessionFrame::MembershipChanged {
+            controllers,
+            observers,
+        } => {
+            let member = |role: Role| {
+                move |c: wire::ClientRef| {
+                    let mut m = json!({ "client_id": c.client_id, "role": role });
+                    if let Some(label) = c.label {
+                        m["label"] = json!(label);
+                    }
+                    m
+                }
+            };
+            let members: Vec<Value> = (controllers.into_iter().map(member(Role::Controller)))
+                .chain(observers.into_iter().map(member(Role::Observer)))
+                .collect();
+            ("membership_changed", json!({ "members": members }))
+        }
+        SessionFrame::Keyframe {
+            snapshot,
+            snapshot_cols,
+            snapshot_rows,
+            anchor_sequence,
+            ..
+        } => (
+            "keyframe",
+            json!({
+                "cursor": anchor_sequence,
+                "frames": [
+                    { "op": "resize", "payload": { "cols": snapshot_cols, "rows": snapshot_rows } },
+                    { "op": "output", "payload": { "data": snapshot } },
+                ],
+            }),
+        ),
+        SessionFrame::Closed {
+            exit_code, reason, ..
+        } => (
+            "closed",
+            json!({ "reason": reason, "exit_code": exit_code }),
+        ),
+        SessionFrame::Error { code, message } => {
+            let (code, status) = pty_error(code);
+            (
+                "error",
+                json!({ "code": code, "message": message, "status": status }),
+            )
+        }
+    })
+}
+
+/// A spec `Error` payload as the executor's `{code, message, status}`; what the spec's
+/// payload adds (`oldest` of a replay, `retry_after_ms`) stays.
+fn error(payload: &Value) -> Value {
+    let code: Option<ErrorCode> = serde_json::from_value(payload["code"].clone()).ok();
+    let (code, status) = code.map_or(("internal.error", 500), binding_error);
+    let mut out = json!({ "code": code, "message": payload["message"], "status": status });
+    for extra in ["oldest", "retry_after_ms"] {
+        if let Some(v) = payload.get(extra) {
+            out[extra] = v.clone();
+        }
+    }
+    out
+}
+
+/// The executor's dotted code and HTTP status for a binding error.
+pub fn binding_error(code: ErrorCode) -> (&'static str, u16) {
+    match code {
+        ErrorCode::TaskNotFound => ("task.not_found", 404),
+        ErrorCode::TaskNotCancelable => ("task.not_cancelable", 409),
+        ErrorCode::InvalidRequest => ("request.invalid_params", 400),
+        ErrorCode::UnsupportedOperation => ("request.unsupported_operation", 400),
+        ErrorCode::Unauthenticated => ("auth.unauthenticated", 401),
+        ErrorCode::PermissionDenied => ("pty.permission_denied", 403),
+        ErrorCode::RateLimited => ("request.rate_limited", 429),
+        ErrorCode::Internal => ("internal.error", 500),
+        ErrorCode::ReplayOutOfRange => ("replay.out_of_range", 416),
+    }
+}
+
+fn pty_error(code: PtyErrorCode) -> (&'static str, u16) {
+    match code {
+        PtyErrorCode::PtyOutputLagged => ("broadcast.lagged", 200),
+        PtyErrorCode::PtyWriteFailed => ("pty.write_failed", 500),
+        PtyErrorCode::PtyResizeFailed => ("pty.resize_failed", 500),
+        PtyErrorCode::KeyframeUnavailable => ("keyframe.unavailable", 503),
+    }
+}
+
+/// An error that only the executor's shape names: `session.closed` (409) for a join of a
+/// session that has ended.
+pub fn session_closed(message: &str) -> String {
+    frame(
+        "error",
+        None,
+        &crate::clock::now_rfc3339(),
+        json!({ "code": "session.closed", "message": message, "status": 409 }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_first_frame_without_an_id_speaks_the_executors_shape() {
+        let executor = r#"{"op":"pty.join_session","ts":"2026-01-01T00:00:00Z","payload":{}}"#;
+        assert_eq!(Dialect::of_first_frame(executor), Dialect::Executor);
+        let spec = r#"{"op":"pty.join_session","id":"1","ts":"t","payload":{"role":"observer"}}"#;
+        assert_eq!(Dialect::of_first_frame(spec), Dialect::Spec);
+        assert_eq!(Dialect::of_first_frame("not json"), Dialect::Spec);
+    }
+
+    #[test]
+    fn an_executor_join_without_a_role_asks_for_the_tokens_role() {
+        let d = decode(
+            r#"{"op":"pty.join_session","payload":{"cols":100,"rows":30}}"#,
+            Role::Controller,
+        )
+        .unwrap();
+        let ClientOp::Join(join) = d.op else {
+            panic!("{:?}", d.op)
+        };
+        assert_eq!(join.role, Some(Role::Controller));
+        assert_eq!(join.cols.map(|c| c.0), Some(100));
+        assert!(!d.envelope.id.is_empty());
+    }
+
+    #[test]
+    fn executor_a2a_ops_take_the_03_names_and_shapes() {
+        let send = r#"{"op":"message/send","payload":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"echo hi"}]}}}"#;
+        let ClientOp::Task(TaskOp::SendMessage(req)) = decode(send, Role::Observer).unwrap().op
+        else {
+            panic!()
+        };
+        assert_eq!(req.message.text(), "echo hi");
+        let get = r#"{"op":"tasks/get","payload":{"task_id":"t1"}}"#;
+        assert!(matches!(decode(get, Role::Observer).unwrap().op,
+            ClientOp::Task(TaskOp::GetTask(TaskRef { ref task_id, .. })) if task_id == "t1"));
+        let list = r#"{"op":"tasks/list","payload":{"limit":10,"state":"input-required"}}"#;
+        let ClientOp::Task(TaskOp::ListTasks(p)) = decode(list, Role::Observer).unwrap().op else {
+            panic!()
+        };
+        assert_eq!(p.page_size, Some(10));
+        assert_eq!(p.filter.unwrap().status, Some(TaskState::InputRequired));
+        let bad = decode(r#"{"op":"tasks/get","payload":{}}"#, Role::Observer).unwrap_err();
+        assert!(matches!(bad, (None, DecodeError::Invalid(_))));
+        let unknown = decode(r#"{"op":"tasks/explode","payload":{}}"#, Role::Observer).unwrap_err();
+        assert_eq!(unknown.1, DecodeError::Unsupported("tasks/explode".into()));
+    }
+
+    #[test]
+    fn session_frames_become_top_level_snake_case_ops() {
+        let output = crate::sessions::encode_frame(
+            7,
+            &SessionFrame::Output {
+                stream: wire::OutputStream::Stdout,
+                data: wire::Base64Bytes(b"hi".to_vec()),
+            },
+        );
+        let out: Value =
+            serde_json::from_str(&encode(std::str::from_utf8(&output).unwrap()).unwrap()).unwrap();
+        assert_eq!(out["op"], "output");
+        assert_eq!(out["seq"], 7);
+        assert_eq!(out["payload"], json!({ "data": "aGk=" }));
+        assert!(out.get("id").is_none());
+
+        let members = crate::sessions::encode_frame(
+            8,
+            &SessionFrame::MembershipChanged {
+                controllers: vec![wire::ClientRef {
+                    client_id: "a".into(),
+                    label: Some("ops".into()),
+                }],
+                observers: vec![wire::ClientRef {
+                    client_id: "b".into(),
+                    label: None,
+                }],
+            },
+        );
+        let m: Value =
+            serde_json::from_str(&encode(std::str::from_utf8(&members).unwrap()).unwrap()).unwrap();
+        assert_eq!(m["op"], "membership_changed");
+        assert_eq!(
+            m["payload"]["members"],
+            json!([{ "client_id": "a", "role": "controller", "label": "ops" }, { "client_id": "b", "role": "observer" }])
+        );
+
+        let keyframe = crate::sessions::encode_frame(
+            9,
+            &SessionFrame::Keyframe {
+                snapshot: wire::Base64Bytes(b"\x1b[Hscreen".to_vec()),
+                snapshot_format: wire::SNAPSHOT_FORMAT.into(),
+                snapshot_cols: 80,
+                snapshot_rows: 24,
+                anchor_sequence: 8,
+            },
+        );
+        let k: Value =
+            serde_json::from_str(&encode(std::str::from_utf8(&keyframe).unwrap()).unwrap())
+                .unwrap();
+        assert_eq!(k["op"], "keyframe");
+        assert_eq!(k["payload"]["cursor"], 8);
+        assert_eq!(
+            k["payload"]["frames"][0],
+            json!({ "op": "resize", "payload": { "cols": 80, "rows": 24 } })
+        );
+        assert_eq!(k["payload"]["frames"][1]["op"], "output");
+    }
+
+    #[test]
+    fn binding_errors_take_dotted_codes_and_a_status() {
+        let spec = Envelope::new(
+            "Error",
+            "x".into(),
+            "t".into(),
+            wire::error_payload(ErrorCode::PermissionDenied, "no"),
+        );
+        let e: Value = serde_json::from_str(&encode(&spec.to_text()).unwrap()).unwrap();
+        assert_eq!(e["op"], "error");
+        assert_eq!(e["seq"], Value::Null);
+        assert_eq!(
+            e["payload"],
+            json!({ "code": "pty.permission_denied", "message": "no", "status": 403 })
+        );
+    }
+}
