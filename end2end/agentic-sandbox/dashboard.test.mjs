@@ -17,24 +17,29 @@ import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 
 const TOKEN = 'dashboard-test-admin-token';
-let server;
+const EXTENSIONS = 'https://agentic-sandbox.aiwg.io/extensions';
+const servers = [];
 let base;
 
-before(async () => {
+/** A ptyhost on a free port with `flags`; its base URL. */
+async function serve(flags = []) {
   const bin = process.env.PTYHOST_BIN ?? '../target/debug/ptyhost';
   const data = mkdtempSync(join(tmpdir(), 'ptyhost-dashboard-'));
-  server = spawn(bin, ['serve', '--listen', '127.0.0.1:0', '--data-dir', data, '--bootstrap-token', TOKEN], {
+  const server = spawn(bin, ['serve', '--listen', '127.0.0.1:0', '--data-dir', data, '--bootstrap-token', TOKEN, ...flags], {
     stdio: ['ignore', 'pipe', 'ignore'],
     env: { ...process.env, HOME: data },
   });
+  servers.push(server);
   const lines = createInterface({ input: server.stdout });
-  base = await new Promise((resolve, reject) => {
+  return new Promise((resolve, reject) => {
     lines.on('line', (l) => l.startsWith('listening on ') && resolve(l.slice('listening on '.length)));
     server.on('exit', (code) => reject(new Error(`ptyhost exited with ${code}`)));
   });
-});
+}
 
-after(() => server.kill('SIGTERM'));
+before(async () => { base = await serve(); });
+
+after(() => servers.forEach((s) => s.kill('SIGTERM')));
 
 async function api(method, path, body, token = TOKEN) {
   const res = await fetch(`${base}${path}`, {
@@ -251,4 +256,26 @@ test('A2A operations take their 0.3 names and shapes on a dashboard connection',
   const unsupported = await a.until(op('error'), 'an unknown op');
   assert.equal(unsupported.payload.code, 'request.unsupported_operation');
   a.ws.close();
+});
+
+test('a Cockpit-style check finds the executor profile: five extensions, two required, and /health', async () => {
+  const profiled = await serve(['--profile', 'agentic-sandbox']);
+  assert.equal((await fetch(`${profiled}/health`)).status, 200);
+  for (const path of ['/.well-known/agent-card.json', '/agents/local/.well-known/agent-card.json']) {
+    const card = await (await fetch(`${profiled}${path}`)).json();
+    const byUri = Object.fromEntries(card.capabilities.extensions.map((e) => [e.uri, e]));
+    const wanted = { 'runtime/v1': true, 'idempotency/v1': true, 'hitl-prompt/v1': false, 'multi-tenant/v1': false, 'pty-extensions/v1': false };
+    for (const [name, required] of Object.entries(wanted)) {
+      assert.ok(byUri[`${EXTENSIONS}/${name}`], `${path} declares ${name}`);
+      assert.equal(byUri[`${EXTENSIONS}/${name}`].required, required, `${name} required: ${required}`);
+    }
+    const runtime = byUri[`${EXTENSIONS}/runtime/v1`].params;
+    assert.match(runtime.instance_id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.equal(runtime.runtime, 'container');
+    assert.equal(byUri[`${EXTENSIONS}/multi-tenant/v1`].params.enforcement, 'declared');
+  }
+  // Without the profile the four are optional and /health is not served.
+  const card = await (await fetch(`${base}/.well-known/agent-card.json`)).json();
+  assert.ok(card.capabilities.extensions.filter((e) => e.uri.startsWith(EXTENSIONS)).every((e) => e.required === false));
+  assert.notEqual(await (await fetch(`${base}/health`)).text(), 'healthy');
 });

@@ -8,14 +8,17 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::commerce::Commerce;
+use crate::a2a::service::TaskService;
 use crate::extensions::Declared;
 use crate::plumbing::AppState;
 use crate::sessions::host;
 
-/// The extensions the card declares, as requests activate them.
-pub fn extensions(commerce: &Commerce) -> [Declared; 3] {
-    [PTY_EXTENSION, FLOW_EXTENSION, commerce.declared()]
+/// The extensions the card declares, as requests on pty-ws and STDIO activate them.
+pub fn extensions(tasks: &TaskService) -> Vec<Declared> {
+    [PTY_EXTENSION, FLOW_EXTENSION, tasks.commerce().declared()]
+        .into_iter()
+        .chain(tasks.agentic().declared(crate::agentic::Surface::Other))
+        .collect()
 }
 
 const PTY_EXTENSION: Declared = Declared {
@@ -63,6 +66,18 @@ fn pty_extension(state: &AppState) -> Value {
     })
 }
 
+/// The card's `capabilities.extensions`.
+fn extension_entries(state: &AppState) -> Vec<Value> {
+    let own = [
+        pty_extension(state),
+        flow_extension(),
+        state.tasks.commerce().declaration(),
+    ];
+    own.into_iter()
+        .chain(state.tasks.agentic().card_entries())
+        .collect()
+}
+
 /// The pure A2A 1.0 card.
 pub fn v1_card(state: &AppState) -> Value {
     json!({
@@ -106,11 +121,7 @@ pub fn v1_card(state: &AppState) -> Value {
             "streaming": true,
             "pushNotifications": true,
             "extendedAgentCard": false,
-            "extensions": [
-                pty_extension(state),
-                flow_extension(),
-                state.tasks.commerce().declaration(),
-            ],
+            "extensions": extension_entries(state),
         },
         "securitySchemes": {
             "bearer": {

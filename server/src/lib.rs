@@ -6,6 +6,7 @@
 
 pub mod a2a;
 pub mod admission;
+pub mod agentic;
 pub mod audit;
 pub mod auth;
 pub mod bindings;

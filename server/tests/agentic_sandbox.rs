@@ -106,3 +106,21 @@ async fn an_executor_join_of_an_ended_session_is_session_closed_then_its_last_sc
         "{ops:?}"
     );
 }
+
+#[tokio::test]
+async fn under_the_profile_an_executor_client_runs_a2a_ops_on_pty_ws_without_naming_extensions() {
+    let server = TestServer::start(&["--profile", "agentic-sandbox"]).await;
+    let sid = server.create_session(json!({})).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut exec = server.attach(&sid, ADMIN).await;
+    send_executor(&mut exec, "pty.join_session", json!({})).await;
+    until_op(&mut exec, "role_assigned").await;
+    let message = json!({ "kind": "message", "messageId": "m1", "role": "user",
+        "parts": [{ "kind": "text", "text": "echo via-pty-ws" }] });
+    send_executor(&mut exec, "message/send", json!({ "message": message })).await;
+    let task = until_op(&mut exec, "task").await;
+    assert_eq!(task["payload"]["status"]["state"], "completed", "{task}");
+    assert_eq!(task["payload"]["metadata"]["runtime.kind"], "container");
+}

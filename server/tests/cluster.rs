@@ -787,3 +787,32 @@ async fn a_node_that_stops_says_goodbye_to_the_clients_it_forwards_and_the_sessi
     assert_eq!(goodbye["payload"]["reason"], "server_shutdown");
     assert_eq!(c[0].session(&sid).await["state"], "running");
 }
+
+#[tokio::test]
+async fn idempotency_ac1_a_send_retried_through_another_node_gets_the_first_answer() {
+    let Some((_db, c)) = cluster(2).await else {
+        return;
+    };
+    const IDEMPOTENCY: &str = "https://agentic-sandbox.aiwg.io/extensions/idempotency/v1";
+    let sid = c[0].command_session("cat").await;
+    let body = json!({ "message": {
+        "messageId": uuid::Uuid::now_v7().to_string(), "role": "ROLE_USER", "contextId": sid,
+        "parts": [{ "text": "echo once" }],
+    }});
+    let send = |server: &TestServer| {
+        server
+            .http
+            .post(server.url("/message:send"))
+            .bearer_auth(ADMIN)
+            .header("A2A-Version", "1.0")
+            .header("A2A-Extensions", IDEMPOTENCY)
+            .json(&body)
+            .send()
+    };
+    let first = send(&c[0]).await.unwrap();
+    assert_eq!(first.headers().get("idempotent-replayed"), None);
+    let first = first.text().await.unwrap();
+    let again = send(&c[1]).await.unwrap();
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.text().await.unwrap(), first);
+}

@@ -209,9 +209,10 @@ async fn stdio_handshake_unary_concurrent_and_streaming_requests_carry_the_sessi
         frames[frames.len() - 2]["result"]["statusUpdate"]["status"]["state"],
         "TASK_STATE_COMPLETED"
     );
+    // Events carry the task's metadata (runtime/v1's), not the session stamp.
     assert!(
-        frames[frames.len() - 2]["result"]["statusUpdate"]
-            .get("metadata")
+        frames[frames.len() - 2]["result"]["statusUpdate"]["metadata"]
+            .get(METADATA_KEY)
             .is_none()
     );
 

@@ -86,6 +86,9 @@ pub enum A2aError {
     /// An A202 object was refused; the A202 code travels in the ErrorInfo metadata.
     #[error("{0}")]
     Commerce(crate::commerce::Refusal),
+    /// A refusal an extension defines (idempotency/v1, hitl-prompt/v1), in its own codes.
+    #[error("{}", .0.detail)]
+    Extension(crate::agentic::Refusal),
     #[error("this stream fell {0} events behind the task; subscribe again")]
     StreamLagged(u64),
     #[error("internal error")]
@@ -109,6 +112,7 @@ impl A2aError {
             A2aError::Unauthenticated(_) => "UNAUTHENTICATED",
             A2aError::PermissionDenied(_) => "PERMISSION_DENIED",
             A2aError::StreamLagged(_) => "STREAM_LAGGED",
+            A2aError::Extension(r) => r.reason,
             A2aError::Internal => "INTERNAL",
         }
     }
@@ -131,6 +135,14 @@ impl A2aError {
             A2aError::Unauthenticated(_) => (401, "UNAUTHENTICATED"),
             A2aError::PermissionDenied(_) => (403, "PERMISSION_DENIED"),
             A2aError::StreamLagged(_) | A2aError::Internal => (500, "INTERNAL"),
+            A2aError::Extension(r) => (
+                r.http,
+                match r.http {
+                    409 => "ABORTED",
+                    400 | 422 => "INVALID_ARGUMENT",
+                    _ => "INTERNAL",
+                },
+            ),
         }
     }
 
@@ -150,6 +162,7 @@ impl A2aError {
             // Implementation-defined server errors: A2A assigns these no code.
             A2aError::Unauthenticated(_) | A2aError::PermissionDenied(_) => -32000,
             A2aError::StreamLagged(_) | A2aError::Internal => -32603,
+            A2aError::Extension(r) => r.jsonrpc,
         }
     }
 
@@ -170,6 +183,9 @@ impl A2aError {
             }
             info["metadata"] = metadata;
         }
+        if let A2aError::ExtensionSupportRequired(uri) = self {
+            info["metadata"] = json!({ "extension": uri, "code": "EXTENSION_REQUIRED" });
+        }
         info
     }
 
@@ -188,7 +204,9 @@ impl A2aError {
             A2aError::InvalidParams(_) | A2aError::Commerce(_) => "InvalidParamsError",
             A2aError::MethodNotFound(_) => "MethodNotFoundError",
             A2aError::StreamLagged(_) | A2aError::Internal => "InternalError",
-            A2aError::Unauthenticated(_) | A2aError::PermissionDenied(_) => return None,
+            A2aError::Unauthenticated(_)
+            | A2aError::PermissionDenied(_)
+            | A2aError::Extension(_) => return None,
         })
     }
 
@@ -209,12 +227,16 @@ impl A2aError {
     /// The REST body: google.rpc.Status.
     pub fn status_body(&self) -> Value {
         let (http, status) = self.http();
-        json!({ "error": {
+        let mut body = json!({ "error": {
             "code": http,
             "status": status,
             "message": self.to_string(),
             "details": [self.error_info()],
-        }})
+        }});
+        if let A2aError::Extension(r) = self {
+            body["error"]["data"] = r.data.clone();
+        }
+        body
     }
 }
 
@@ -233,6 +255,12 @@ impl From<crate::executor::Refused> for A2aError {
             Refused::Unsupported(m) => A2aError::UnsupportedOperation(m),
             Refused::Failed(e) => A2aError::from(e),
         }
+    }
+}
+
+impl From<crate::agentic::Refusal> for A2aError {
+    fn from(r: crate::agentic::Refusal) -> A2aError {
+        A2aError::Extension(r)
     }
 }
 

@@ -20,6 +20,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 use super::jsonrpc::{self, Reply};
 use super::proto;
 use crate::a2a::{A2aError, Version};
+use crate::agentic::Surface;
 use crate::plumbing::{AppState, header_bearer};
 
 /// The service's path prefix: `/{package}.{service}/`.
@@ -75,7 +76,7 @@ impl Rpc {
         let who = crate::plumbing::authenticate(&self.state, &headers, header_bearer(&headers))
             .await
             .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
-        let activation = super::activate(&self.state.tasks, &headers)?;
+        let activation = super::activate(&self.state.tasks, &headers, Surface::Other)?;
         let params = proto::decode(self.request_type, request.get_ref())
             .map_err(|e| A2aError::InvalidRequest(format!("the request does not decode: {e}")))?;
         let reply = jsonrpc::call(

@@ -15,7 +15,10 @@ use wire::a2a::{
 use crate::a2a::service::Sent;
 use crate::a2a::service::{TaskService, TaskStream};
 use crate::a2a::{A2aError, Version, Via, v03};
+use crate::agentic::Surface;
+use crate::agentic::idempotency;
 use crate::auth::Principal;
+use crate::extensions::Activation;
 use crate::plumbing::{AppState, header_bearer};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
@@ -55,26 +58,89 @@ pub async fn endpoint(
         }
         None => Value::Null,
     };
-    let activation = match super::activate(&state.tasks, &headers) {
+    let activation = match super::activate(&state.tasks, &headers, Surface::Http) {
         Ok(a) => a,
         Err(e) => return reply(StatusCode::OK, &error_object(&id, &e)),
     };
-    let mut resp = match handle(&state, &headers, uri.query(), request, &activation.uris).await {
+    let method = request.get("method").and_then(Value::as_str);
+    if let Some(method) = method.filter(|m| SENDS.contains(m))
+        && idempotency::activated(&activation.uris)
+    {
+        let binding = format!("JSON-RPC {method}");
+        let params = request.get("params").cloned().unwrap_or(Value::Null);
+        let refuse = |e: A2aError| {
+            let mut resp = failure(&id, &e);
+            activation.echo(resp.headers_mut());
+            resp
+        };
+        let query = uri.query().map(str::to_owned);
+        let run = answer(
+            state.clone(),
+            headers,
+            query,
+            request,
+            id.clone(),
+            activation.clone(),
+        );
+        return super::idempotent(&state.tasks, &params, &binding, refuse, run).await;
+    }
+    answer(
+        state,
+        headers,
+        uri.query().map(str::to_owned),
+        request,
+        id,
+        activation,
+    )
+    .await
+}
+
+/// The methods `idempotency/v1` covers.
+const SENDS: [&str; 4] = [
+    "SendMessage",
+    "SendStreamingMessage",
+    "message/send",
+    "message/stream",
+];
+
+/// The answer to one request, with the activated extensions echoed.
+async fn answer(
+    state: AppState,
+    headers: HeaderMap,
+    query: Option<String>,
+    request: Value,
+    id: Value,
+    activation: Activation,
+) -> Response {
+    let handled = handle(
+        &state,
+        &headers,
+        query.as_deref(),
+        request,
+        &activation.uris,
+    )
+    .await;
+    let mut resp = match handled {
         Ok(Reply::Value(result)) => reply(
             StatusCode::OK,
             &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
         ),
         Ok(Reply::Stream(stream, version)) => sse(id, *stream, version),
-        Err(e) => {
-            let status = match e {
-                A2aError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-                _ => StatusCode::OK,
-            };
-            reply(status, &error_object(&id, &e))
-        }
+        Err(e) => failure(&id, &e),
     };
     activation.echo(resp.headers_mut());
     resp
+}
+
+/// An error answer: HTTP 200 but for an unauthenticated caller (401) and an extension's
+/// error, which carries its own HTTP status on JSON-RPC too.
+fn failure(id: &Value, e: &A2aError) -> Response {
+    let status = match e {
+        A2aError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+        A2aError::Extension(r) => StatusCode::from_u16(r.http).unwrap_or(StatusCode::BAD_REQUEST),
+        _ => StatusCode::OK,
+    };
+    reply(status, &error_object(id, e))
 }
 
 /// A body over `limit`: 413 with a JSON-RPC error (-32600).
@@ -363,11 +429,17 @@ fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, A2aError
     serde_json::from_value(params).map_err(|e| A2aError::InvalidParams(format!("{method}: {e}")))
 }
 
+/// A JSON-RPC error: A2A's carry their ErrorInfo in `data`; an extension's error, the
+/// message and `data` its spec gives.
 pub fn error_object(id: &Value, e: &A2aError) -> Value {
+    let (message, data) = match e {
+        A2aError::Extension(r) => (r.jsonrpc_message.to_owned(), r.data.clone()),
+        _ => (e.to_string(), json!([e.error_info()])),
+    };
     json!({ "jsonrpc": "2.0", "id": id, "error": {
         "code": e.jsonrpc_code(),
-        "message": e.to_string(),
-        "data": [e.error_info()],
+        "message": message,
+        "data": data,
     }})
 }
 

@@ -17,6 +17,7 @@ use wire::a2a::{ListTasksRequest, SendMessageRequest};
 use crate::a2a::service::Sent;
 use crate::a2a::service::TaskStream;
 use crate::a2a::{A2aError, Version, Via, v03};
+use crate::agentic::Surface;
 use crate::auth::Principal;
 use crate::extensions;
 use crate::plumbing::{AppState, header_bearer};
@@ -28,10 +29,13 @@ use super::{A2A_JSON, JSON};
 
 /// The 1.0 routes at the base, and the same operations in 0.3 shapes under `/v1`.
 pub fn routes(state: &AppState) -> Router<AppState> {
-    let v03 = operations().route("/card", get(extended_card)).route_layer(
-        middleware::from_fn_with_state((Version::V03, state.clone()), negotiate),
-    );
-    operations()
+    let v03 = operations(state)
+        .route("/card", get(extended_card))
+        .route_layer(middleware::from_fn_with_state(
+            (Version::V03, state.clone()),
+            negotiate,
+        ));
+    operations(state)
         .route_layer(middleware::from_fn_with_state(
             (Version::V1, state.clone()),
             negotiate,
@@ -39,10 +43,11 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .nest("/v1", v03)
 }
 
-fn operations() -> Router<AppState> {
+fn operations(state: &AppState) -> Router<AppState> {
+    let idempotent = || middleware::from_fn_with_state(state.clone(), idempotent);
     Router::new()
-        .route("/message:send", post(send_message))
-        .route("/message:stream", post(stream_message))
+        .route("/message:send", post(send_message).layer(idempotent()))
+        .route("/message:stream", post(stream_message).layer(idempotent()))
         .route("/tasks", get(list_tasks))
         .route("/tasks/{task}", get(get_task).post(task_action))
         .route(
@@ -112,7 +117,7 @@ async fn negotiate(
     };
     let activated = match refusal {
         Some(e) => Err(e),
-        None => super::activate(&state.tasks, headers),
+        None => super::activate(&state.tasks, headers, Surface::Http),
     };
     let mut resp = match activated {
         Err(e) => error_response(&e, media),
@@ -184,6 +189,34 @@ fn error_response(e: &A2aError, media: Media) -> Response {
         Version::V03 => e.v03_rest_body(),
     };
     respond(media, status, &body)
+}
+
+/// `idempotency/v1` around a send that activates it (see `super::idempotent`); any other
+/// request goes straight on.
+async fn idempotent(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let activated = req
+        .extensions()
+        .get::<extensions::Activation>()
+        .is_some_and(|a| crate::agentic::idempotency::activated(&a.uris));
+    let media = req.extensions().get::<Media>().copied();
+    let Some(media) = media.filter(|_| activated) else {
+        return next.run(req).await;
+    };
+    let (parts, body) = req.into_parts();
+    // The router's body limit holds the body to its size.
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        let e = A2aError::InvalidRequest("the request body could not be read".into());
+        return error_response(&e, media);
+    };
+    let binding = format!("HTTP+JSON {} {}", media.version.label(), parts.uri.path());
+    let params = crate::json::parse_unique(&bytes);
+    let req = Request::from_parts(parts, axum::body::Body::from(bytes));
+    // A body that is no JSON is the handler's to refuse.
+    let Ok(params) = params else {
+        return next.run(req).await;
+    };
+    let refuse = |e: A2aError| error_response(&e, media);
+    super::idempotent(&state.tasks, &params, &binding, refuse, next.run(req)).await
 }
 
 /// A body over `limit`: 413 with a google.rpc.Status.

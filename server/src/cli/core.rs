@@ -6,7 +6,7 @@ use crate::a2a::{self, push};
 use crate::config::{self, StoreArgs};
 use crate::sessions::{self, Sessions};
 use crate::store::Store;
-use crate::{audit, cluster, commerce, executor};
+use crate::{agentic, audit, cluster, commerce, executor};
 
 /// The agent without its transports: the store, the audit trail, the sessions and the
 /// task service, recovered from what a previous process left.
@@ -35,6 +35,17 @@ impl Core {
         settings.sandbox = session.sandbox.settings(&store_args.data_dir)?;
         settings.tmux_socket =
             sessions::host::tmux_socket(&std::fs::canonicalize(&store_args.data_dir)?);
+        let agentic = agentic::Agentic::start(
+            &store,
+            (instance_id, node.id()),
+            agentic::Settings {
+                profile: session.agentic.profile,
+                idempotency_ttl: session.agentic.idempotency_ttl,
+                sandboxed: settings.sandbox.enabled,
+                loadout: session.executor.name(),
+            },
+        )
+        .await?;
         let audit = audit::Audit::start(store.clone());
         let sessions = Sessions::new(
             store.clone(),
@@ -62,6 +73,7 @@ impl Core {
             ),
             push,
             commerce,
+            agentic,
             std::sync::Arc::new(cluster::Peers {
                 node: node.clone(),
                 sessions: sessions.clone(),

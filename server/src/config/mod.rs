@@ -296,6 +296,8 @@ pub struct SessionArgs {
     #[command(flatten)]
     pub commerce: CommerceArgs,
     #[command(flatten)]
+    pub agentic: AgenticArgs,
+    #[command(flatten)]
     pub files: FileArgs,
     /// Default shells kept started, prompt printed, for messages without a contextId;
     /// 0 turns the pool off.
@@ -426,6 +428,19 @@ impl FileArgs {
             fetch_urls: self.fetch_file_urls,
         }
     }
+}
+
+/// The agentic-sandbox executor's extensions (`agentic`).
+#[derive(Debug, Clone, Args)]
+pub struct AgenticArgs {
+    /// How the AgentCard presents this server: ptyhost's own card, or shaped like the
+    /// agentic-sandbox executor's production card (runtime/v1 and idempotency/v1
+    /// required, GET /health).
+    #[arg(long, env = "PTYHOST_PROFILE", value_enum, default_value = "ptyhost")]
+    pub profile: crate::agentic::Profile,
+    /// How long idempotency/v1 replays a send's response to a retry (e.g. `24h`).
+    #[arg(long, env = "PTYHOST_IDEMPOTENCY_TTL", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub idempotency_ttl: Duration,
 }
 
 /// The A202 commercial extension this agent declares and how it verifies what it receives.

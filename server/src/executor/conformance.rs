@@ -46,6 +46,7 @@ impl Executor for Conformance {
         let waiting = self.waiting.clone();
         Ok(Plan::Task {
             context_id,
+            confined: false,
             start: Box::pin(async move { Box::pin(play(steps, work, waiting)) as Run }),
         })
     }

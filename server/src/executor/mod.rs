@@ -23,6 +23,14 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Its name, as `--executor` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Shell => "shell",
+            Kind::Conformance => "conformance",
+        }
+    }
+
     pub fn build(self, sessions: Sessions, files: shell::FileAccess) -> Arc<dyn Executor> {
         match self {
             Kind::Shell => Arc::new(shell::Shell::new(sessions, files)),
@@ -78,6 +86,8 @@ pub enum Plan {
     /// and resolves to the rest of the work, which runs on its own.
     Task {
         context_id: String,
+        /// The work runs in a sandboxed session (`runtime/v1` tells so on the task).
+        confined: bool,
         start: BoxFuture<'static, Run>,
     },
 }

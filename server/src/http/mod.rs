@@ -102,8 +102,12 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
     // At the root the API and the UI share `/sessions/{sid}`: a browser navigating there
     // gets the page, an API client the JSON.
     let root_api = api.route_layer(middleware::from_fn_with_state(ui.clone(), pages_to_ui));
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+    let mut root = Router::new();
+    // The agentic-sandbox executor's liveness route, which its clients check.
+    if state.tasks.agentic().profile() == crate::agentic::Profile::AgenticSandbox {
+        root = root.route("/health", get(|| async { "healthy" }));
+    }
+    root.route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/nodes", get(nodes::list))
         .route("/metrics", get(metrics))

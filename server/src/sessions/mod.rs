@@ -96,6 +96,11 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
+    /// Its program runs in a sandbox.
+    pub fn is_sandboxed(&self) -> bool {
+        self.sandboxed.is_some()
+    }
+
     /// The directory the session's program is in now (it follows `cd`). A sandboxed
     /// session's is its workspace whenever the program is outside it: nothing else of its
     /// view has the same path on the host.

@@ -1,13 +1,16 @@
 //! The one place for SQL, on SQLite or PostgreSQL through sqlx's `Any` driver: sessions and tokens here, replay frames
-//! (`frames`), tasks and push configs (`tasks`), the audit trail and A202 streams (`records`).
+//! (`frames`), tasks and push configs (`tasks`), the audit trail and A202 streams (`records`),
+//! idempotency/v1's cache (`idempotency`).
 //! Migrations are embedded and applied on open; the schema sticks to portable types.
 
 mod frames;
+mod idempotency;
 mod nodes;
 mod records;
 mod retention;
 mod tasks;
 pub use frames::*;
+pub use idempotency::*;
 pub use nodes::*;
 pub use records::*;
 pub use tasks::*;

@@ -10,12 +10,16 @@ impl TaskService {
     pub(super) async fn execute(
         &self,
         who: &Principal,
-        mut message: Message,
-        task_id: String,
-        push: Option<Target>,
+        new: NewTask,
         objects: Vec<commerce::object::Verified>,
         streaming: bool,
+        via: Via<'_>,
     ) -> Result<Started, A2aError> {
+        let NewTask {
+            mut message,
+            task_id,
+            push,
+        } = new;
         let (updates, updates_rx) = mpsc::unbounded_channel();
         let (cancel, cancel_rx) = watch::channel(false);
         let work = Work {
@@ -26,14 +30,24 @@ impl TaskService {
         let plan = (self.inner.executor)
             .plan(who, &mut message, !objects.is_empty(), streaming, work)
             .await?;
-        let (context_id, start) = match plan {
+        let (context_id, confined, start) = match plan {
             Plan::Reply(text) => {
                 let mut reply = agent_message(text, None);
                 reply.context_id = message.context_id.clone();
+                let stamp = self.inner.agentic.stamp(&message, via.extensions, None);
+                stamp.message(&mut reply);
                 return Ok(Started::Message(reply));
             }
-            Plan::Task { context_id, start } => (context_id, start),
+            Plan::Task {
+                context_id,
+                confined,
+                start,
+            } => (context_id, confined, start),
         };
+        let stamp = self
+            .inner
+            .agentic
+            .stamp(&message, via.extensions, Some(confined));
         let receipts = self.receive(objects).await?;
         message.task_id = Some(task_id.clone());
         message.context_id = Some(context_id.clone());
@@ -43,12 +57,18 @@ impl TaskService {
             status: status(TaskState::Submitted, None, None),
             artifacts: Some(Vec::new()),
             history: vec![message],
-            metadata: (!receipts.is_empty()).then(|| receipt_metadata(&receipts)),
+            metadata: Some(stamped(
+                match receipts.is_empty() {
+                    true => Map::new(),
+                    false => receipt_metadata(&receipts),
+                },
+                &stamp,
+            )),
         };
         let service = self.clone();
         let follow = self
             .launch(&task.clone(), push, cancel, move |feed| {
-                service.follow(task, updates_rx, feed, cancel_rx)
+                service.follow(task, updates_rx, feed, cancel_rx, stamp)
             })
             .await?;
         tokio::spawn(start.await);
@@ -65,6 +85,10 @@ impl TaskService {
     ) -> Result<Follow, A2aError> {
         let task_id = message.task_id.clone().unwrap_or_default();
         let task = self.get(who, &task_id, None).await?;
+        // A hitl-prompt/v1 answer is typed as the text of its payload.
+        if let Some(text) = agentic::hitl::answer(&task, &message)? {
+            message.parts = vec![Part::text(text)];
+        }
         if task.status.state != TaskState::InputRequired {
             return Err(A2aError::UnsupportedOperation(format!(
                 "task {task_id} is {}: a follow-up message can only answer a task that asks for input",
@@ -109,6 +133,7 @@ impl TaskService {
         mut updates: mpsc::UnboundedReceiver<Update>,
         feed: Arc<Feed>,
         cancel: watch::Receiver<bool>,
+        stamp: Stamp,
     ) {
         while let Some(update) = updates.recv().await {
             match update {
@@ -118,6 +143,7 @@ impl TaskService {
                     exit_code,
                 } => {
                     task.status = status(state, text, exit_code);
+                    stamp.status(&mut task.status);
                     if let Some(code) = exit_code {
                         task.metadata
                             .get_or_insert_with(Map::new)
@@ -157,6 +183,7 @@ impl TaskService {
             } else {
                 status(TaskState::Failed, Some("the executor stopped".into()), None)
             };
+            stamp.status(&mut task.status);
             self.announce(&task, &feed).await;
         }
         self.inner.live.lock().unwrap().remove(&task.id);

@@ -25,6 +25,7 @@ use wire::a2a::{
 
 use super::push::{Push, Target};
 use super::{A2aError, Version, Via};
+use crate::agentic::{self, Agentic, Stamp};
 use crate::auth::{Principal, Scope};
 use crate::clock;
 use crate::commerce::{self, Carrier, Commerce, Receipt};
@@ -50,6 +51,8 @@ struct Inner {
     executor: Arc<dyn Executor>,
     push: Push,
     commerce: Commerce,
+    /// The agentic-sandbox executor's extensions.
+    agentic: Agentic,
     /// The other nodes, which run the tasks of their sessions.
     elsewhere: Arc<dyn Elsewhere>,
     /// Tasks still running in this process: their latest snapshot, and cancel requests.
@@ -71,6 +74,13 @@ pub enum Sent {
     Message(Message),
 }
 
+/// A message that starts a task, the task's id and the push config sent with it.
+struct NewTask {
+    message: Message,
+    task_id: String,
+    push: Option<Target>,
+}
+
 /// A started send: a task to follow, or a direct answer.
 enum Started {
     Feed(Box<Follow>),
@@ -90,6 +100,7 @@ impl TaskService {
         executor: Arc<dyn Executor>,
         push: Push,
         commerce: Commerce,
+        agentic: Agentic,
         elsewhere: Arc<dyn Elsewhere>,
     ) -> TaskService {
         TaskService {
@@ -98,6 +109,7 @@ impl TaskService {
                 executor,
                 push,
                 commerce,
+                agentic,
                 elsewhere,
                 live: Mutex::new(HashMap::new()),
                 finished: Finished::default(),
@@ -108,6 +120,11 @@ impl TaskService {
     /// The A202 extension messages may carry objects for.
     pub fn commerce(&self) -> &Commerce {
         &self.inner.commerce
+    }
+
+    /// The agentic-sandbox executor's extensions.
+    pub fn agentic(&self) -> &Agentic {
+        &self.inner.agentic
     }
 
     pub fn live_count(&self) -> usize {
@@ -243,6 +260,7 @@ impl TaskService {
                 "the message role must be ROLE_USER".into(),
             ));
         }
+        agentic::tenant::of(&message).map_err(A2aError::InvalidParams)?;
         let objects = self
             .inner
             .commerce
@@ -270,11 +288,20 @@ impl TaskService {
                 ));
             }
             if !carries_command(&message) {
-                return self.start_receipt(message, task_id, push, objects).await;
+                let stamp = self.inner.agentic.stamp(&message, via.extensions, None);
+                let new = NewTask {
+                    message,
+                    task_id,
+                    push,
+                };
+                return self.start_receipt(new, objects, stamp).await;
             }
-            return self
-                .execute(who, message, task_id, push, objects, streaming)
-                .await;
+            let new = NewTask {
+                message,
+                task_id,
+                push,
+            };
+            return self.execute(who, new, objects, streaming, via).await;
         }
         if message.task_id.is_some() {
             return self
@@ -282,8 +309,12 @@ impl TaskService {
                 .await
                 .map(|f| Started::Feed(Box::new(f)));
         }
-        self.execute(who, message, task_id, push, Vec::new(), streaming)
-            .await
+        let new = NewTask {
+            message,
+            task_id,
+            push,
+        };
+        self.execute(who, new, Vec::new(), streaming, via).await
     }
 
     /// Persists a new task and starts its feed and follower, with its push config attached
@@ -474,6 +505,12 @@ fn bind(message: &mut Message, task_id: &str) -> String {
     message.task_id = Some(task_id.to_owned());
     message.context_id = Some(context_id.clone());
     context_id
+}
+
+/// A task's metadata with what the extensions stamp on it.
+fn stamped(mut metadata: Map<String, Value>, stamp: &Stamp) -> Map<String, Value> {
+    metadata.extend(stamp.metadata.clone());
+    metadata
 }
 
 /// Whether a message asks for a command: non-empty text, or a data part.

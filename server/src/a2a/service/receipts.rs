@@ -26,11 +26,15 @@ impl TaskService {
     /// carried them completes with their receipts as its artifact.
     pub(super) async fn start_receipt(
         &self,
-        mut message: Message,
-        task_id: String,
-        push: Option<Target>,
+        new: NewTask,
         objects: Vec<commerce::object::Verified>,
+        stamp: Stamp,
     ) -> Result<Started, A2aError> {
+        let NewTask {
+            mut message,
+            task_id,
+            push,
+        } = new;
         let receipts = self.receive(objects).await?;
         let context_id = bind(&mut message, &task_id);
         let part = Part {
@@ -39,7 +43,7 @@ impl TaskService {
             filename: None,
             metadata: None,
         };
-        let task = Task {
+        let mut task = Task {
             id: task_id,
             context_id,
             status: status(
@@ -55,8 +59,9 @@ impl TaskService {
                 metadata: None,
             }]),
             history: vec![message],
-            metadata: Some(receipt_metadata(&receipts)),
+            metadata: Some(stamped(receipt_metadata(&receipts), &stamp)),
         };
+        stamp.status(&mut task.status);
         let service = self.clone();
         let id = task.id.clone();
         let follow = self

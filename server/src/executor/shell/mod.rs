@@ -53,6 +53,7 @@ impl Executor for Shell {
         };
         Ok(Plan::Task {
             context_id: run.session.id.clone(),
+            confined: run.session.is_sandboxed(),
             start: Box::pin(start(run, work)),
         })
     }

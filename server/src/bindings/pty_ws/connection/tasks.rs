@@ -354,7 +354,8 @@ fn a2a_error_frame(request_id: &str, e: &A2aError) -> String {
         A2aError::InvalidRequest(_)
         | A2aError::RequestTooLarge(_)
         | A2aError::InvalidParams(_)
-        | A2aError::Commerce(_) => ErrorCode::InvalidRequest,
+        | A2aError::Commerce(_)
+        | A2aError::Extension(_) => ErrorCode::InvalidRequest,
         A2aError::Unauthenticated(_) => ErrorCode::Unauthenticated,
         A2aError::PermissionDenied(_) => ErrorCode::PermissionDenied,
         A2aError::StreamLagged(_) | A2aError::Internal => ErrorCode::Internal,
