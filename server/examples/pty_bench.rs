@@ -1,5 +1,6 @@
 //! Measures ptyhost against a raw PTY in the same run and prints one line per figure:
-//! throughput (and server CPU per MiB) of a flood to one JSON and to one binary viewer, a
+//! throughput (and server CPU per MiB) of a flood to one JSON viewer, one binary viewer and
+//! one JSON viewer in the agentic-sandbox executor's shape, a
 //! flood to many binary observers (per-viewer bytes/s, who kept up, server CPU and memory),
 //! one-byte echo latency through `cat`, the keyframe latency of a joiner on a session with
 //! a full replay buffer, and the memory of idle sessions and idle viewers.
@@ -34,7 +35,13 @@ const ECHO_ROUNDS: usize = 500;
 const JOINS: usize = 20;
 const IDLE_SESSIONS: usize = 50;
 const FLOOD_ROUNDS: usize = 7;
-const SUBPROTOCOLS: [&str; 2] = ["pty-ws.v1", "pty-ws.v1.binary"];
+/// The viewers of the single-viewer flood: the spec's JSON and binary subprotocols, and a
+/// JSON viewer in the agentic-sandbox executor's shape (`{op, seq, ts, payload}`).
+const VIEWERS: [(&str, bool); 3] = [
+    ("pty-ws.v1", false),
+    ("pty-ws.v1.binary", false),
+    ("pty-ws.v1", true),
+];
 
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -87,16 +94,19 @@ async fn main() -> anyhow::Result<()> {
     let flood = json!({ "command": format!("sleep 1; cat {}", file.display()) });
     let pid = child.id().unwrap_or(0);
     let mut raw_rates = Vec::new();
-    let mut rounds = [Vec::new(), Vec::new()];
-    let mut costs = [Vec::new(), Vec::new()];
-    let mut delivered = [(0, 0); 2];
+    let mut rounds = [Vec::new(), Vec::new(), Vec::new()];
+    let mut costs = [Vec::new(), Vec::new(), Vec::new()];
+    let mut delivered = [(0, 0); 3];
     for _ in 0..FLOOD_ROUNDS {
         let raw = bytes / raw_pty_flood(&file).await?.as_secs_f64();
         raw_rates.push(raw);
-        for (i, subprotocol) in SUBPROTOCOLS.iter().enumerate() {
+        for (i, (subprotocol, executor)) in VIEWERS.into_iter().enumerate() {
             let sid = create(flood.clone()).await?;
             let mut ws = attach_as(&addr, &sid, subprotocol).await?;
-            join(&mut ws, "observer", None).await?;
+            match executor {
+                true => join_as_executor(&mut ws).await?,
+                false => join(&mut ws, "observer", None).await?,
+            }
             let cpu = cpu_secs(pid);
             let d = drain_until_closed(&mut ws).await?;
             costs[i].push((cpu_secs(pid) - cpu) * 1000.0 / (d.bytes as f64 / 1048576.0));
@@ -106,8 +116,12 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let raw_rate = median(&mut raw_rates);
-    let mut medians = [0.0; 2];
-    for (i, subprotocol) in SUBPROTOCOLS.iter().enumerate() {
+    let mut medians = [0.0; 3];
+    for (i, (subprotocol, executor)) in VIEWERS.into_iter().enumerate() {
+        let subprotocol = match executor {
+            true => format!("{subprotocol} (executor shape)"),
+            false => subprotocol.to_owned(),
+        };
         let mut ratios: Vec<f64> = rounds[i].iter().map(|r| r.0).collect();
         let mut rates: Vec<f64> = rounds[i].iter().map(|r| r.1).collect();
         let (low, high) = spread(&ratios);
@@ -126,8 +140,9 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!(
-        "binary vs JSON: {:.2}x the delivered bytes/s of one viewer",
-        medians[1] / medians[0]
+        "binary vs JSON: {:.2}x the delivered bytes/s of one viewer; executor-shape JSON vs JSON: {:.2}x",
+        medians[1] / medians[0],
+        medians[2] / medians[0]
     );
 
     // Flood to many binary observers at once.
@@ -384,6 +399,22 @@ async fn join(ws: &mut Ws, role: &str, replay_from: Option<u64>) -> anyhow::Resu
     }
 }
 
+/// Joins as the agentic-sandbox dashboard does (no id, no role) and reads up to the
+/// joiner's keyframe.
+async fn join_as_executor(ws: &mut Ws) -> anyhow::Result<()> {
+    let frame = json!({ "op": "pty.join_session", "ts": "2026-12-02T00:00:00Z", "payload": {} });
+    ws.send(Message::Text(frame.to_string().into())).await?;
+    let mut joined = false;
+    loop {
+        let f = next(ws).await?;
+        match f["op"].as_str() {
+            Some("role_assigned") => joined = true,
+            Some("keyframe") if joined => return Ok(()),
+            _ => {}
+        }
+    }
+}
+
 async fn join_latency(addr: &str, sid: &str, replay_from: Option<u64>) -> anyhow::Result<Duration> {
     let mut times = Vec::with_capacity(JOINS);
     for _ in 0..JOINS {
@@ -511,7 +542,13 @@ async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<Drained> {
             Message::Close(_) => anyhow::bail!("closed before Closed"),
             _ => continue,
         };
-        match f["payload"]["kind"].as_str() {
+        // The spec's session frames by kind; the executor's by op.
+        let kind = f["payload"]["kind"].as_str().or(match f["op"].as_str() {
+            Some("output") => Some("Output"),
+            Some("closed") => Some("Closed"),
+            _ => None,
+        });
+        match kind {
             Some("Output") => {
                 start.get_or_insert_with(Instant::now);
                 last = Some(Instant::now());
@@ -527,7 +564,11 @@ async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<Drained> {
                     elapsed,
                 });
             }
-            _ if f["payload"]["code"] == "PTY_OUTPUT_LAGGED" => lagged += 1,
+            _ if f["payload"]["code"] == "PTY_OUTPUT_LAGGED"
+                || f["payload"]["code"] == "broadcast.lagged" =>
+            {
+                lagged += 1
+            }
             _ => {}
         }
     }

@@ -36,6 +36,30 @@ pub fn binary_output(sequence: u64, data: &[u8]) -> Vec<u8> {
     frame
 }
 
+/// PTY output in the agentic-sandbox executor's shape: `{op: "output", seq, ts, payload:
+/// {data}}`, `data` in base64.
+pub fn executor_output(sequence: u64, ts: &str, data: &[u8]) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Data<'a> {
+        data: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Output<'a> {
+        op: &'static str,
+        seq: u64,
+        ts: &'a str,
+        payload: Data<'a>,
+    }
+    let data = STANDARD.encode(data);
+    let frame = Output {
+        op: "output",
+        seq: sequence,
+        ts,
+        payload: Data { data: &data },
+    };
+    serde_json::to_vec(&frame).expect("an output frame serializes")
+}
+
 /// The sequence, stream id and bytes of a `PW1O` frame.
 pub fn parse_binary_output(frame: &[u8]) -> Option<(u64, u8, &[u8])> {
     let rest = frame.strip_prefix(BINARY_OUTPUT_MAGIC)?;

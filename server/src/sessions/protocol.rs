@@ -74,7 +74,7 @@ pub fn envelope(frame: &Frame) -> Bytes {
 pub enum Outbound {
     /// A JSON text frame.
     Frame(Bytes),
-    /// PTY output: its JSON envelope, or (`binary`) its `PW1O` frame, and when it was queued:
+    /// PTY output in the member's encoding (`binary`: a `PW1O` frame), and when it was queued:
     /// a connection that falls behind skips output gone stale (`Command::Resync`).
     Output {
         frame: Bytes,
@@ -117,6 +117,17 @@ pub struct TaskUpdate {
     pub reply: oneshot::Sender<Option<Bytes>>,
 }
 
+/// How a member takes PTY output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputEncoding {
+    /// The spec's JSON envelope (`pty.session_frame` Output).
+    Json,
+    /// `PW1O` binary frames (`pty-ws.v1.binary`).
+    Binary,
+    /// The agentic-sandbox executor's `output` frame.
+    Executor,
+}
+
 /// A client asking to join.
 pub struct JoinRequest {
     pub role: Role,
@@ -125,8 +136,7 @@ pub struct JoinRequest {
     pub replay_from: Option<u64>,
     pub size: Option<(u16, u16)>,
     pub out: mpsc::Sender<Outbound>,
-    /// Output as `PW1O` binary frames.
-    pub binary: bool,
+    pub output: OutputEncoding,
 }
 
 /// The joiner's initial flush, in the order it must be written.

@@ -3,7 +3,7 @@
 
 mod join;
 mod send;
-use send::{close, close_for, finish, transcode};
+use send::{close, close_for, finish};
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -245,16 +245,13 @@ impl Connection {
                                 Err(Ended) => return,
                             }
                         }
+                        // Output comes encoded for this connection (`OutputEncoding`).
                         Some(Outbound::Output { frame, binary, .. }) => {
-                            let sent = match (binary, self.dialect) {
-                                (true, _) => self.send_message(sink, Message::Binary(frame)).await,
-                                (false, Dialect::Spec) => match Utf8Bytes::try_from(frame) {
+                            let sent = match binary {
+                                true => self.send_message(sink, Message::Binary(frame)).await,
+                                false => match Utf8Bytes::try_from(frame) {
                                     Ok(text) => self.send_message(sink, Message::Text(text)).await,
                                     Err(_) => Err(Ended),
-                                },
-                                (false, Dialect::Executor) => match transcode(&frame) {
-                                    Some(text) => self.send_message(sink, Message::Text(text.into())).await,
-                                    None => Ok(()),
                                 },
                             };
                             if sent.is_err() {

@@ -188,7 +188,10 @@ pub fn encode(spec: &str) -> Option<String> {
     let env: Envelope = serde_json::from_str(spec).ok()?;
     let seq = env.sequence;
     let (op, payload) = match env.op.as_str() {
-        wire::OP_SESSION_FRAME => session_frame(env.payload)?,
+        wire::OP_SESSION_FRAME => {
+            let session = serde_json::from_value(env.payload).ok()?;
+            return Some(session_frame(seq, &env.ts, session));
+        }
         "Error" => ("error", error(&env.payload)),
         "binding_hello" => ("binding_hello", hello(env.payload)),
         "binding_goodbye" | "SendStreamingMessage.Accepted" | "SubscribeToTask.Accepted" => {
@@ -249,9 +252,14 @@ fn hello(mut payload: Value) -> Value {
     payload
 }
 
-fn session_frame(payload: Value) -> Option<(&'static str, Value)> {
-    Some(match serde_json::from_value(payload).ok()? {
-        SessionFrame::Output { data, .. } => ("output", json!({ "data": data })),
+/// A session frame as a top-level op; output as the session itself encodes it for the
+/// executor's clients (`wire::executor_output`).
+fn session_frame(seq: Option<u64>, ts: &str, session: SessionFrame) -> String {
+    let (op, payload) = match session {
+        SessionFrame::Output { data, .. } => {
+            let output = wire::executor_output(seq.unwrap_or(0), ts, &data.0);
+            return String::from_utf8(output).expect("JSON is UTF-8");
+        }
         SessionFrame::Resize { cols, rows } => ("resize", json!({ "cols": cols, "rows": rows })),
         SessionFrame::RoleAssigned {
             role,
@@ -313,7 +321,8 @@ fn session_frame(payload: Value) -> Option<(&'static str, Value)> {
                 json!({ "code": code, "message": message, "status": status }),
             )
         }
-    })
+    };
+    frame(op, seq, ts, payload)
 }
 
 /// A spec `Error` payload as the executor's `{code, message, status}`; what the spec's

@@ -50,8 +50,8 @@ use crate::plumbing::{
 };
 use crate::sessions::host;
 use crate::sessions::{
-    self, Command, JoinRequest, Joined, Outbound, Refusal, Replay, SessionHandle, TASK_UPDATE,
-    TaskUpdate, envelope, is_task_update,
+    self, Command, JoinRequest, Joined, Outbound, OutputEncoding, Refusal, Replay, SessionHandle,
+    TASK_UPDATE, TaskUpdate, envelope, is_task_update,
 };
 
 /// Largest client frame accepted.

@@ -58,7 +58,7 @@ impl Actor {
             scope: req.scope,
             label: req.label,
             out: req.out,
-            binary: req.binary,
+            output: req.output,
             flow: None,
             lagged: false,
             last_keyframe_request: None,

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::Resumed;
 use super::host::Host;
+use super::{OutputEncoding, Resumed};
 use crate::audit::{self, Audit};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -178,8 +178,8 @@ struct Member {
     scope: Scope,
     label: Option<String>,
     out: mpsc::Sender<Outbound>,
-    /// Takes output as `PW1O` binary frames (`pty-ws.v1.binary`).
-    binary: bool,
+    /// How it takes output.
+    output: OutputEncoding,
     /// Set once the member acknowledges output (`ptyhost.ack`).
     flow: Option<Window>,
     lagged: bool,
@@ -413,23 +413,20 @@ impl Actor {
         json
     }
 
-    /// Numbers, retains, persists and fans out PTY output: binary members get it as `PW1O`,
-    /// JSON members as its envelope, each encoded once and only if someone takes it; a
-    /// member whose acknowledgement window is full skips it.
+    /// Numbers, retains, persists and fans out PTY output in each member's encoding
+    /// (`PW1O`, the spec's envelope, the executor's frame), each made once and only if
+    /// someone takes it; a member whose acknowledgement window is full skips it.
     fn broadcast_output(&mut self, data: Vec<u8>) {
         let seq = self.next_seq();
         let len = data.len();
-        let binary = self
-            .members
-            .iter()
-            .any(|m| m.binary)
-            .then(|| Bytes::from(wire::binary_output(seq, &data)));
-        let retained = new_output(seq, Bytes::from(data), clock::now_ms());
-        let json = self
-            .members
-            .iter()
-            .any(|m| !m.binary)
-            .then(|| envelope(&retained));
+        let now = clock::now_ms();
+        let wanted = |e: OutputEncoding| self.members.iter().any(|m| m.output == e);
+        let binary =
+            wanted(OutputEncoding::Binary).then(|| Bytes::from(wire::binary_output(seq, &data)));
+        let executor = wanted(OutputEncoding::Executor)
+            .then(|| Bytes::from(wire::executor_output(seq, &clock::rfc3339(now), &data)));
+        let retained = new_output(seq, Bytes::from(data), now);
+        let json = wanted(OutputEncoding::Json).then(|| envelope(&retained));
         self.retain(retained);
         let queued = Instant::now().into_std();
         for i in 0..self.members.len() {
@@ -438,10 +435,13 @@ impl Actor {
             {
                 continue;
             }
-            let (frame, binary) = match (&binary, &json) {
-                (Some(b), _) if self.members[i].binary => (b.clone(), true),
-                (_, Some(j)) => (j.clone(), false),
-                _ => continue,
+            let (frame, binary) = match self.members[i].output {
+                OutputEncoding::Binary => (binary.clone(), true),
+                OutputEncoding::Json => (json.clone(), false),
+                OutputEncoding::Executor => (executor.clone(), false),
+            };
+            let Some(frame) = frame else {
+                continue;
             };
             let out = Outbound::Output {
                 frame,

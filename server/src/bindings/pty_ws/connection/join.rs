@@ -142,7 +142,11 @@ impl Connection {
             replay_from: env.replay_from,
             size,
             out: out_tx,
-            binary: self.binary,
+            output: match (self.binary, self.dialect) {
+                (true, _) => OutputEncoding::Binary,
+                (false, Dialect::Spec) => OutputEncoding::Json,
+                (false, Dialect::Executor) => OutputEncoding::Executor,
+            },
         };
         let joined = match handle.ask(|r| Command::Join(request, r)).await {
             None => return self.join_closed(sink, id, env.replay_from).await,

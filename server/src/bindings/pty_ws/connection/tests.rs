@@ -202,7 +202,7 @@ async fn a_burst_of_joins_leaves_a_viewer_that_reads_nothing_one_membership_list
             replay_from: None,
             size: None,
             out,
-            binary: true,
+            output: sessions::OutputEncoding::Binary,
         };
         handle
             .ask(|r| Command::Join(request, r))
