@@ -84,16 +84,14 @@ async fn main() -> anyhow::Result<()> {
     drop(clients);
 
     // Flood: a new session per round and path, one binary observer, the paths in turn.
-    let file = dir.path().join("flood.txt");
     let line: String = (0..79).map(|i| (b'!' + (i % 90) as u8) as char).collect();
     let text = format!("{line}\n").repeat(flood_mib * 1024 * 1024 / 80);
-    std::fs::write(&file, &text)?;
-    let command = format!("sleep 1; cat {}", file.display());
+    let flood = common::FloodFile::write(dir.path(), &text)?;
     let mut rates = vec![Vec::new(); paths.len()];
     let mut ratios = Vec::new();
     for _ in 0..FLOOD_ROUNDS {
         for (i, (_, node, via)) in paths.iter().enumerate() {
-            let sid = common::command_session(&http, node, TOKEN, &command).await?;
+            let sid = common::create_session(&http, node, TOKEN, &flood.session(1)).await?;
             let ws = common::observe(via, &sid, TOKEN, None, "pty-ws.v1.binary").await?;
             rates[i].push(drain(ws).await?);
         }

@@ -53,10 +53,10 @@ async fn main() -> anyhow::Result<()> {
     let mib: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(64);
     let viewers: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(100);
     let dir = tempfile::tempdir()?;
-    let file = dir.path().join("flood.txt");
     let line =
         "the quick brown fox jumps over the lazy dog 0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ\n";
-    std::fs::write(&file, line.repeat(mib * 1024 * 1024 / line.len()))?;
+    let flood = common::FloodFile::write(dir.path(), &line.repeat(mib * 1024 * 1024 / line.len()))?;
+    let file = flood.path.clone();
     let bytes = std::fs::metadata(&file)?.len() as f64;
     // What a viewer receives: the terminal turns each newline into CR LF.
     let on_screen = bytes as usize + bytes as usize / line.len();
@@ -75,23 +75,12 @@ async fn main() -> anyhow::Result<()> {
     let create = |body: Value| {
         let http = http.clone();
         let addr = addr.clone();
-        async move {
-            let v: Value = http
-                .post(format!("http://{addr}/agents/local/sessions"))
-                .bearer_auth(TOKEN)
-                .json(&body)
-                .send()
-                .await?
-                .json()
-                .await?;
-            anyhow::Ok(v["session_id"].as_str().unwrap_or_default().to_owned())
-        }
+        async move { common::create_session(&http, &addr, TOKEN, &body).await }
     };
 
     // Flood to one viewer, JSON then binary, each round right after a raw PTY read of the
     // same file: a round's ratio compares runs made under the same conditions, and the
     // figure is the median round.
-    let flood = json!({ "command": format!("sleep 1; cat {}", file.display()) });
     let pid = child.id().unwrap_or(0);
     let mut raw_rates = Vec::new();
     let mut rounds = [Vec::new(), Vec::new(), Vec::new()];
@@ -101,7 +90,7 @@ async fn main() -> anyhow::Result<()> {
         let raw = bytes / raw_pty_flood(&file).await?.as_secs_f64();
         raw_rates.push(raw);
         for (i, (subprotocol, executor)) in VIEWERS.into_iter().enumerate() {
-            let sid = create(flood.clone()).await?;
+            let sid = create(flood.session(1)).await?;
             let mut ws = attach_as(&addr, &sid, subprotocol).await?;
             match executor {
                 true => join_as_executor(&mut ws).await?,
@@ -146,7 +135,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // Flood to many binary observers at once.
-    let sid = create(json!({ "command": format!("sleep 3; cat {}", file.display()) })).await?;
+    let sid = create(flood.session(3)).await?;
     let mut observers = Vec::with_capacity(viewers);
     for _ in 0..viewers {
         let mut ws = attach_as(&addr, &sid, "pty-ws.v1.binary").await?;

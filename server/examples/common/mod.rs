@@ -25,10 +25,20 @@ pub async fn command_session(
     token: &str,
     command: &str,
 ) -> anyhow::Result<String> {
+    create_session(http, addr, token, &json!({ "command": command })).await
+}
+
+/// Starts a session from `body` (a `POST /sessions` body) at `addr`; its id.
+pub async fn create_session(
+    http: &reqwest::Client,
+    addr: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<String> {
     let created: serde_json::Value = http
         .post(format!("http://{addr}/sessions"))
         .bearer_auth(token)
-        .json(&json!({ "command": command }))
+        .json(body)
         .send()
         .await?
         .json()
@@ -36,6 +46,34 @@ pub async fn command_session(
     let sid = created["session_id"].as_str();
     sid.map(str::to_owned)
         .ok_or_else(|| anyhow::anyhow!("no session: {created}"))
+}
+
+/// A file to flood a session's terminal with, in a folder of its own that the session
+/// takes as its workspace: a sandboxed session sees its workspace and the system folders,
+/// not the rest of the host.
+pub struct FloodFile {
+    pub workspace: std::path::PathBuf,
+    pub path: std::path::PathBuf,
+}
+
+impl FloodFile {
+    /// Writes `text` to `flood.txt` in a new folder `bench` under `root` (not the folder
+    /// that holds the server's data directory, which a workspace may not hold).
+    pub fn write(root: &std::path::Path, text: &str) -> anyhow::Result<Self> {
+        let workspace = root.join("bench");
+        std::fs::create_dir_all(&workspace)?;
+        let path = workspace.join("flood.txt");
+        std::fs::write(&path, text)?;
+        Ok(Self { workspace, path })
+    }
+
+    /// A `POST /sessions` body whose command waits `delay_secs`, then prints the file.
+    pub fn session(&self, delay_secs: u32) -> serde_json::Value {
+        json!({
+            "command": format!("sleep {delay_secs}; cat flood.txt"),
+            "cwd": self.workspace,
+        })
+    }
 }
 
 /// An observer of session `sid` on `addr` with admin `token` over `subprotocol`, joined
