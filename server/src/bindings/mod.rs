@@ -3,6 +3,7 @@
 pub mod a202;
 pub mod grpc;
 pub mod jsonrpc;
+pub mod mcp;
 pub mod proto;
 pub mod pty_ws;
 pub mod rest;

@@ -4,6 +4,7 @@ pub mod a202;
 pub mod a2a;
 mod core;
 pub mod files;
+pub mod mcp;
 pub mod serve;
 pub mod session;
 pub mod stdio;
@@ -27,6 +28,7 @@ pub async fn run(command: Command) -> ExitCode {
         Command::A2a(args) => a2a::run(args).await,
         Command::Files(args) => files::run(args).await,
         Command::Session(args) => session::run(args).await,
+        Command::Mcp(args) => mcp::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,7 @@
 pub mod a202;
 pub mod attach;
 mod connection;
+pub mod mcp;
 mod policy;
 pub mod stdio;
 pub mod watch;

@@ -43,6 +43,9 @@ pub enum Command {
     Files(FilesArgs),
     /// Sessions in the store, without a running server: export one as a recording.
     Session(SessionCommandArgs),
+    /// Serve MCP (the terminal tools) over stdin/stdout: hosting sessions of its own, or,
+    /// with --url and --token, driving a running ptyhost's `B/mcp`.
+    Mcp(McpArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -556,6 +559,24 @@ pub struct StdioArgs {
     /// Largest frame body accepted, in bytes.
     #[arg(long, env = "PTYHOST_STDIO_MAX_FRAME_BYTES", default_value_t = 1024 * 1024)]
     pub max_frame_bytes: usize,
+    /// Let push notifications reach loopback and private addresses.
+    #[arg(long, env = "PTYHOST_PUSH_ALLOW_LOOPBACK")]
+    pub push_allow_loopback: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// A running ptyhost to drive instead (its base URL, `http://HOST:PORT`, or the MCP
+    /// endpoint itself, `…/mcp`); its sessions show in its web UI.
+    #[arg(long, env = "PTYHOST_URL", requires = "token")]
+    pub url: Option<String>,
+    /// The bearer token for --url.
+    #[arg(long, env = "PTYHOST_TOKEN", hide_env_values = true, requires = "url")]
+    pub token: Option<String>,
     /// Let push notifications reach loopback and private addresses.
     #[arg(long, env = "PTYHOST_PUSH_ALLOW_LOOPBACK")]
     pub push_allow_loopback: bool,

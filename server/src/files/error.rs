@@ -58,6 +58,12 @@ impl FileError {
         FileError::new(416, "OUT_OF_RANGE", "RANGE_NOT_SATISFIABLE", m)
     }
 
+    /// A failure that is not the caller's (logged; the message says no more).
+    pub fn internal(e: &anyhow::Error) -> Self {
+        tracing::error!(error = %format!("{e:#}"), "file request failed");
+        FileError::new(500, "INTERNAL", "INTERNAL", "internal error".into())
+    }
+
     /// A filesystem error on `path`.
     pub fn io(e: io::Error, path: &str) -> Self {
         use io::ErrorKind::*;

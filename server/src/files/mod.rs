@@ -87,7 +87,7 @@ impl RelPath {
         here(&self.0)
     }
 
-    fn display(&self) -> String {
+    pub fn display(&self) -> String {
         self.0.display().to_string()
     }
 }
@@ -110,6 +110,37 @@ impl Root {
             .map(|d| Root(Arc::new(d)))
             .map_err(|e| FileError::io(e, &dir.display().to_string()))
     }
+}
+
+/// The session's working directory, opened, once `who` may do `what` there (`needed`): a
+/// session the caller may not see is not found.
+pub async fn session_root(
+    sessions: &crate::sessions::Sessions,
+    who: &crate::auth::Principal,
+    sid: &str,
+    needed: crate::auth::Scope,
+    what: &str,
+) -> Result<Root, FileError> {
+    let not_found = || FileError::not_found(format!("no session {sid}"));
+    if !who.sees_session(sid) {
+        return Err(not_found());
+    }
+    if who.scope < needed {
+        return Err(FileError::permission_denied(format!(
+            "{what} needs {needed}; the token has {}",
+            who.scope
+        )));
+    }
+    let view = sessions
+        .view(sid)
+        .await
+        .map_err(|e| FileError::internal(&e))?
+        .ok_or_else(not_found)?;
+    let dir = sessions
+        .working_dir(&view)
+        .await
+        .ok_or_else(|| FileError::not_found(format!("session {sid} has no working directory")))?;
+    Root::open(&dir)
 }
 
 /// A file opened for reading.

@@ -14,7 +14,7 @@ use tokio_util::io::ReaderStream;
 
 use crate::audit::{self, Event};
 use crate::auth::{Principal, Scope};
-use crate::files::{self, Download, FileError, Found, RelPath, Root};
+use crate::files::{self, Download, FileError, Found, RelPath};
 use crate::plumbing::{ApiError, AppState};
 
 /// A download reads the file this much at a time (each read is a trip to a blocking thread).
@@ -51,37 +51,6 @@ fn refused(e: ApiError) -> FileError {
     FileError::new(e.status.as_u16(), code, code, e.message)
 }
 
-/// The session's working directory, opened, once the caller may do `what` there.
-async fn session_root(
-    state: &AppState,
-    who: &Principal,
-    sid: &str,
-    needed: Scope,
-    what: &str,
-) -> Result<Root, FileError> {
-    let not_found = || FileError::not_found(format!("no session {sid}"));
-    if !who.sees_session(sid) {
-        return Err(not_found());
-    }
-    if who.scope < needed {
-        return Err(FileError::permission_denied(format!(
-            "{what} needs {needed}; the token has {}",
-            who.scope
-        )));
-    }
-    let view = state
-        .sessions
-        .view(sid)
-        .await
-        .map_err(|e| refused(ApiError::internal(e)))?
-        .ok_or_else(not_found)?;
-    let dir =
-        state.sessions.working_dir(&view).await.ok_or_else(|| {
-            FileError::not_found(format!("session {sid} has no working directory"))
-        })?;
-    Root::open(&dir)
-}
-
 fn record(state: &AppState, event: Event, sid: &str, who: &Principal, detail: serde_json::Value) {
     state.audit.record(
         audit::Record::new(event, sid)
@@ -100,7 +69,14 @@ pub async fn put(
 ) -> Result<Response, FileError> {
     let who = who.map_err(refused)?;
     let path = RelPath::parse(&path)?;
-    let root = session_root(&state, &who, &sid, Scope::Control, "writing a file").await?;
+    let root = files::session_root(
+        &state.sessions,
+        &who,
+        &sid,
+        Scope::Control,
+        "writing a file",
+    )
+    .await?;
     let limit = state.files.max_file_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -141,7 +117,7 @@ pub async fn get(
         true => Scope::Observe,
         false => Scope::Control,
     };
-    let root = session_root(&state, &who, &sid, needed, "reading a file").await?;
+    let root = files::session_root(&state.sessions, &who, &sid, needed, "reading a file").await?;
     let shown = path.as_path().display().to_string();
     match files::read(&root, &path).await? {
         // A listing moves no file: it is not audited (the UI polls it).
@@ -222,7 +198,14 @@ pub async fn delete(
 ) -> Result<StatusCode, FileError> {
     let who = who.map_err(refused)?;
     let path = RelPath::parse(&path)?;
-    let root = session_root(&state, &who, &sid, Scope::Control, "deleting a file").await?;
+    let root = files::session_root(
+        &state.sessions,
+        &who,
+        &sid,
+        Scope::Control,
+        "deleting a file",
+    )
+    .await?;
     files::remove(&root, &path).await?;
     let shown = path.as_path().display().to_string();
     record(

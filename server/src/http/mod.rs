@@ -22,7 +22,7 @@ use axum::routing::{delete, get};
 use leptos::prelude::LeptosOptions;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 
-use crate::bindings::{a202, grpc, jsonrpc, pty_ws, rest};
+use crate::bindings::{a202, grpc, jsonrpc, mcp, pty_ws, rest};
 use crate::card;
 use crate::cluster::{Owner, forward};
 use crate::plumbing::{ApiError, AppState};
@@ -68,7 +68,7 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
             get(files::get).put(files::put).delete(files::delete),
         )
         .route_layer(middleware::from_fn_with_state(state.clone(), to_owner));
-    let api = control.merge(rpc).merge(rest).merge(files);
+    let api = (control.merge(rpc).merge(rest).merge(files)).merge(mcp::http::routes(&state));
     let instance = api
         .clone()
         .route("/.well-known/agent-card.json", get(card::superset))

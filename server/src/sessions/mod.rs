@@ -7,6 +7,8 @@ pub use actor::{TaskEvent, TaskRun, viewer_queue};
 
 pub mod host;
 pub mod marks;
+mod output;
+pub use output::OutputRead;
 mod pool;
 pub use pool::READY_WAIT;
 mod protocol;

@@ -128,6 +128,24 @@ pub enum OutputEncoding {
     Executor,
 }
 
+/// The visible screen as text rows (trailing blanks trimmed), its cursor and size, and the
+/// command running in the terminal, if any.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScreenText {
+    pub lines: Vec<String>,
+    pub cursor: ScreenCursor,
+    pub cols: u16,
+    pub rows: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ScreenCursor {
+    pub row: usize,
+    pub col: usize,
+}
+
 /// A client asking to join.
 pub struct JoinRequest {
     pub role: Role,
@@ -197,6 +215,11 @@ pub enum Command {
     /// The member has rendered every output frame up to the ack's sequence (and may ask
     /// for a smaller window).
     Ack(String, wire::Ack, oneshot::Sender<Result<(), Refusal>>),
+    /// Input from an agent's tool call (MCP `send_keys`): typed as a controller types,
+    /// without joining.
+    Type(Vec<u8>, oneshot::Sender<Result<(), Refusal>>),
+    /// The visible screen as text, and what runs in the terminal.
+    Screen(oneshot::Sender<ScreenText>),
     /// Queue a command line for the session's shell.
     RunTask(TaskRun, oneshot::Sender<Result<(), Refusal>>),
     /// Type the answer to a task waiting for input; the reply says whether it was typed.

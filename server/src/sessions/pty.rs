@@ -255,6 +255,21 @@ impl Pty {
         }
     }
 
+    /// The command line of the terminal's foreground job, when that is not the session's
+    /// own program (a shell at its prompt runs nothing).
+    pub fn foreground_command(&self) -> Option<String> {
+        let pgid = self.master.process_group_leader().filter(|p| *p > 0)?;
+        if self.program.get() == Some(pgid as u32) {
+            return None;
+        }
+        let argv = std::fs::read(format!("/proc/{pgid}/cmdline")).ok()?;
+        let words: Vec<String> = (argv.split(|b| *b == 0))
+            .filter(|w| !w.is_empty())
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect();
+        (!words.is_empty()).then(|| words.join(" "))
+    }
+
     /// Sends `signal` to the process group the session leader heads.
     pub fn signal_group(&self, signal: Signal) {
         if let Some(pid) = self.pid {

@@ -162,6 +162,37 @@ impl Actor {
         Ok(())
     }
 
+    /// An agent's keys (MCP `send_keys`), typed without a membership.
+    pub(super) fn type_in(&mut self, data: Vec<u8>) -> Result<(), Refusal> {
+        self.pty.write(data).map_err(|e| {
+            let message = match e {
+                InputError::Full => "input dropped: the program is not reading its terminal",
+                InputError::Closed => "input dropped: the terminal is closed",
+            };
+            Refusal::new(ErrorCode::Internal, message)
+        })
+    }
+
+    /// The visible screen as text, and what runs in the terminal now.
+    pub(super) fn screen_text(&mut self) -> ScreenText {
+        let cursor = self.screen.cursor();
+        let (cols, rows) = self.screen.size();
+        let running = match self.shell.as_ref().and_then(|s| s.state.running_line()) {
+            Some(line) => Some(line.to_owned()),
+            None => self.pty.foreground_command(),
+        };
+        ScreenText {
+            lines: self.screen.text(),
+            cursor: ScreenCursor {
+                row: cursor.row,
+                col: cursor.col,
+            },
+            cols,
+            rows,
+            running,
+        }
+    }
+
     pub(super) fn apply_resize(&mut self, cols: u16, rows: u16) -> Result<(), String> {
         self.pty
             .resize(cols, rows)

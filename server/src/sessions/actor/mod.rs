@@ -35,7 +35,8 @@ use super::replay::Ring;
 use super::screen::Screen;
 use super::{
     Command, JoinRequest, Joined, LiveStatus, MembershipSlot, Outbound, Refusal, Replay,
-    SessionHandle, Sessions, Settings, encode_frame, envelope, new_frame, new_output,
+    ScreenCursor, ScreenText, SessionHandle, Sessions, Settings, encode_frame, envelope, new_frame,
+    new_output,
 };
 use crate::auth::Scope;
 use crate::clock;
@@ -334,6 +335,12 @@ impl Actor {
             }
             Command::Ack(client_id, ack, reply) => {
                 let _ = reply.send(self.ack(&client_id, ack));
+            }
+            Command::Type(data, reply) => {
+                let _ = reply.send(self.type_in(data));
+            }
+            Command::Screen(reply) => {
+                let _ = reply.send(self.screen_text());
             }
             Command::RunTask(run, reply) => {
                 let _ = reply.send(self.run_task(run));

@@ -7,7 +7,7 @@ use super::*;
 /// up to `reserved`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Persisted {
-    pub(super) upto: u64,
+    pub upto: u64,
     pub floor: u64,
     pub(super) reserved: u64,
 }

@@ -145,6 +145,11 @@ impl ShellState {
         }
     }
 
+    /// The command line of the task running now.
+    pub(super) fn running_line(&self) -> Option<&str> {
+        self.running.as_ref().map(|r| r.run.line.as_str())
+    }
+
     /// A running command has been silent for the idle window and not yet reported.
     pub(super) fn may_wait_for_input(&self) -> bool {
         self.running
