@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 venv="${PTYHOST_VENV:-/var/cache/ptyhost/venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r end2end/a2a/requirements.txt
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r end2end/requirements.txt
 cargo build --release -p server --bin ptyhost --example a2a_bench --example task_latency
 # ptyhost on PostgreSQL too, beside SQLite.
 pg_dir=$(mktemp -d)

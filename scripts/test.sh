@@ -29,6 +29,8 @@ cargo test -p wire
 cargo test -p app
 cargo test -p server
 export PTYHOST_BIN="$CARGO_TARGET_DIR/debug/ptyhost"
-(cd end2end/a2a && "${PTYHOST_VENV:-/var/cache/ptyhost/venv}/bin/python" -m pytest -q -p no:cacheprovider)
-(cd end2end && node --experimental-websocket --test a2a-js/ agentic-sandbox/)
+venv="${PTYHOST_VENV:-/var/cache/ptyhost/venv}"
+(cd end2end/a2a && "$venv/bin/python" -m pytest -q -p no:cacheprovider)
+(cd end2end/mcp && "$venv/bin/python" -m pytest -q -p no:cacheprovider)
+(cd end2end && node --experimental-websocket --test a2a-js/ agentic-sandbox/ mcp/)
 (cd end2end && npx playwright test)
