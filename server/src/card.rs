@@ -78,6 +78,15 @@ fn extension_entries(state: &AppState) -> Vec<Value> {
         .collect()
 }
 
+/// What names MCP's Streamable HTTP transport in the superset card's `bindings`.
+const MCP_BINDING_URI: &str =
+    "https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#streamable-http";
+
+/// Where MCP is served over Streamable HTTP.
+fn mcp_url(state: &AppState) -> String {
+    format!("{}/mcp", state.base_url())
+}
+
 /// The pure A2A 1.0 card.
 pub fn v1_card(state: &AppState) -> Value {
     json!({
@@ -148,6 +157,12 @@ pub fn v1_card(state: &AppState) -> Value {
             "description": "Interactive PTY sessions: attach over pty-ws/v1 to watch live output, type as the controller, resize, and replay history after a reconnect.",
             "tags": ["terminal", "pty", "shell"],
             "examples": ["attach to a session and watch a build", "take control and run ls -la"],
+        }, {
+            "id": "mcp",
+            "name": "Terminal tools over MCP",
+            "description": format!("The same sessions as Model Context Protocol tools (session_create, session_list, session_close, run, task_status, task_cancel, send_keys, read_screen, read_output, wait_for, file_read, file_write, file_list) and each session's screen as a resource ptyhost://sessions/{{session_id}}/screen: Streamable HTTP at {}, with the same bearer token and scopes; `ptyhost mcp` serves them on stdio.", mcp_url(state)),
+            "tags": ["mcp", "terminal", "shell"],
+            "examples": ["run {\"command\": \"make test\"}", "wait_for {\"session_id\": \"…\", \"pattern\": \"ready\", \"timeout_ms\": 30000}"],
         }],
     })
 }
@@ -171,6 +186,11 @@ pub async fn superset(State(state): State<AppState>) -> Response {
             "preference": "secondary",
             "operations": wire::CORE_OPERATIONS,
             "notes": "Interactive PTY attach (subprotocol pty-ws.v1, bearer in Authorization or a bearer.<base64url> subprotocol entry). ListTasks is scoped to the attached session. Push notification configs are not carried here (UNSUPPORTED_OPERATION): use the HTTP+JSON or JSON-RPC interface.",
+        }, {
+            "uri": MCP_BINDING_URI,
+            "endpoint": mcp_url(&state),
+            "preference": "secondary",
+            "notes": "MCP over Streamable HTTP (protocol 2025-11-25 or 2026-07-28), bearer in Authorization: the terminal tools of the skill \"mcp\". Not an A2A interface.",
         }],
         "protocolVersion": "0.3.0",
         "url": format!("{}/jsonrpc", state.base_url()),
