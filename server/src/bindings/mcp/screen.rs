@@ -22,6 +22,8 @@ use crate::sessions::{Command, ScreenText, SessionHandle};
 const READ_BYTES: usize = 64 * 1024;
 /// A screen subscriber hears of changes at most this often.
 const SCREEN_UPDATES: Duration = Duration::from_millis(200);
+/// What `wait_for` keeps of the output it has seen, and matches its pattern against.
+const SEEN_BYTES: usize = 2 * text::MAX_TEXT;
 /// `wait_for` waits this long at most.
 const MAX_WAIT: Duration = Duration::from_secs(600);
 
@@ -95,7 +97,7 @@ pub struct Output {
 pub struct WaitParams {
     pub session_id: String,
     /// A regular expression (Rust `regex` syntax) to find in the output that arrives after
-    /// the call (plain text, no escapes).
+    /// the call (plain text, no escapes; its last 64 KiB).
     pub pattern: Option<String>,
     /// Or: answer once the output has been quiet this many milliseconds.
     pub idle_ms: Option<u64>,
@@ -109,7 +111,7 @@ pub struct Waited {
     pub matched: bool,
     /// Neither the pattern nor the quiet period came in time.
     pub timed_out: bool,
-    /// `pattern`, `idle` or `timeout`.
+    /// `pattern`, `idle`, `timeout`, or `ended` (the session closed first).
     pub reason: &'static str,
     /// The output that arrived during the wait (its tail, when long), plain text.
     pub output: String,
@@ -246,6 +248,7 @@ impl Terminal {
             cursor = read.cursor;
             if !read.data.is_empty() {
                 seen.push_str(&text::plain(&read.data));
+                text::keep_tail(&mut seen, SEEN_BYTES);
                 quiet_since = Instant::now();
             }
             if w.pattern.as_ref().is_some_and(|re| re.is_match(&seen)) {

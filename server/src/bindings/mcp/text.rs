@@ -10,15 +10,16 @@ const HEAD: usize = 8 * 1024;
 /// Terminal output as the plain text it shows: escape sequences removed, `\r\n` as `\n`,
 /// and a line rewritten after a bare `\r` (progress bars) as its last rewrite.
 pub fn plain(bytes: &[u8]) -> String {
-    let stripped = strip_ansi_escapes::strip(bytes);
-    let text = String::from_utf8_lossy(&stripped);
-    let mut out = String::with_capacity(text.len());
-    for (i, line) in text.split('\n').enumerate() {
+    let mut out = String::with_capacity(bytes.len());
+    // A carriage return and a newline are single bytes in UTF-8, never inside a character
+    // or an escape sequence; the escapes' stripper drops both, so lines are cut first.
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        out.push_str(line.rsplit('\r').next().unwrap_or(line));
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let shown = line.rsplit(|b| *b == b'\r').next().unwrap_or(line);
+        out.push_str(&String::from_utf8_lossy(&strip_ansi_escapes::strip(shown)));
     }
     out
 }
@@ -41,6 +42,12 @@ pub fn bounded(text: String) -> String {
 /// The tail of `text` within `max` bytes (what `wait_for` shows of a long wait).
 pub fn tail(text: &str, max: usize) -> &str {
     &text[ceil_char(text, text.len().saturating_sub(max))..]
+}
+
+/// Cuts `text` to its tail within `max` bytes.
+pub fn keep_tail(text: &mut String, max: usize) {
+    let cut = text.len() - tail(text, max).len();
+    text.drain(..cut);
 }
 
 fn floor_char(s: &str, mut i: usize) -> usize {
@@ -133,6 +140,11 @@ mod tests {
             &cut[HEAD..HEAD + 40]
         );
         assert_eq!(bounded("short".into()), "short");
+        let mut seen = format!("{}é-end", "x".repeat(10));
+        keep_tail(&mut seen, 6);
+        assert_eq!(seen, "é-end");
+        keep_tail(&mut seen, 5);
+        assert_eq!(seen, "-end", "never half a character");
     }
 
     #[test]
