@@ -7,12 +7,8 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { createInterface } from 'node:readline';
+import { serve } from '../ptyhost.mjs';
 
 import {
   ClientFactory,
@@ -30,19 +26,7 @@ const [ROLE_USER, COMPLETED, FAILED, CANCELED] = [1, 3, 4, 5];
 let server;
 let base;
 
-before(async () => {
-  const bin = process.env.PTYHOST_BIN ?? '../target/debug/ptyhost';
-  const data = mkdtempSync(join(tmpdir(), 'ptyhost-js-sdk-'));
-  server = spawn(bin, ['serve', '--listen', '127.0.0.1:0', '--data-dir', data, '--bootstrap-token', TOKEN], {
-    stdio: ['ignore', 'pipe', 'ignore'],
-    env: { ...process.env, HOME: data },
-  });
-  const lines = createInterface({ input: server.stdout });
-  base = await new Promise((resolve, reject) => {
-    lines.on('line', (l) => l.startsWith('listening on ') && resolve(l.slice('listening on '.length)));
-    server.on('exit', (code) => reject(new Error(`ptyhost exited with ${code}`)));
-  });
-});
+before(async () => { ({ base, process: server } = await serve(TOKEN)); });
 
 after(() => server.kill('SIGTERM'));
 

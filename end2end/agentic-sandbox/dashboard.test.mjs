@@ -9,12 +9,8 @@
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { createInterface } from 'node:readline';
+import { serve } from '../ptyhost.mjs';
 
 const TOKEN = 'dashboard-test-admin-token';
 const EXTENSIONS = 'https://agentic-sandbox.aiwg.io/extensions';
@@ -22,22 +18,13 @@ const servers = [];
 let base;
 
 /** A ptyhost on a free port with `flags`; its base URL. */
-async function serve(flags = []) {
-  const bin = process.env.PTYHOST_BIN ?? '../target/debug/ptyhost';
-  const data = mkdtempSync(join(tmpdir(), 'ptyhost-dashboard-'));
-  const server = spawn(bin, ['serve', '--listen', '127.0.0.1:0', '--data-dir', data, '--bootstrap-token', TOKEN, ...flags], {
-    stdio: ['ignore', 'pipe', 'ignore'],
-    env: { ...process.env, HOME: data },
-  });
-  servers.push(server);
-  const lines = createInterface({ input: server.stdout });
-  return new Promise((resolve, reject) => {
-    lines.on('line', (l) => l.startsWith('listening on ') && resolve(l.slice('listening on '.length)));
-    server.on('exit', (code) => reject(new Error(`ptyhost exited with ${code}`)));
-  });
+async function started(flags = []) {
+  const server = await serve(TOKEN, flags);
+  servers.push(server.process);
+  return server.base;
 }
 
-before(async () => { base = await serve(); });
+before(async () => { base = await started(); });
 
 after(() => servers.forEach((s) => s.kill('SIGTERM')));
 
@@ -259,7 +246,7 @@ test('A2A operations take their 0.3 names and shapes on a dashboard connection',
 });
 
 test('a Cockpit-style check finds the executor profile: five extensions, two required, and /health', async () => {
-  const profiled = await serve(['--profile', 'agentic-sandbox']);
+  const profiled = await started(['--profile', 'agentic-sandbox']);
   assert.equal((await fetch(`${profiled}/health`)).status, 200);
   for (const path of ['/.well-known/agent-card.json', '/agents/local/.well-known/agent-card.json']) {
     const card = await (await fetch(`${profiled}${path}`)).json();

@@ -2,43 +2,31 @@
 // `ptyhost mcp` on stdio (hosting its own sessions), Streamable HTTP at `/mcp` with a bearer
 // token, and `ptyhost mcp --url --token` driving that server. This SDK speaks the
 // handshake-era protocol (2025-11-25): it subscribes to resources with `resources/subscribe`.
-//   PTYHOST_BIN=target/debug/ptyhost node --test mcp/
+//   PTYHOST_bin=target/debug/ptyhost node --test mcp/
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { bin, serve } from '../ptyhost.mjs';
 
 const TOKEN = 'mcp-js-test-admin-token';
-const BIN = process.env.PTYHOST_BIN ?? '../target/debug/ptyhost';
 let server;
 let base;
 let data;
 
-before(async () => {
-  data = mkdtempSync(join(tmpdir(), 'ptyhost-mcp-js-'));
-  server = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--data-dir', data, '--bootstrap-token', TOKEN], {
-    stdio: ['ignore', 'pipe', 'ignore'],
-    env: { ...process.env, HOME: data },
-  });
-  const lines = createInterface({ input: server.stdout });
-  base = await new Promise((resolve, reject) => {
-    lines.on('line', (l) => l.startsWith('listening on ') && resolve(l.slice('listening on '.length)));
-    server.on('exit', (code) => reject(new Error(`ptyhost exited with ${code}`)));
-  });
-});
+before(async () => { ({ base, data, process: server } = await serve(TOKEN)); });
 
 after(() => server.kill('SIGTERM'));
 
 const token = (scope) =>
-  execFileSync(BIN, ['token', 'create', '--scope', scope, '--data-dir', data], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  execFileSync(bin, ['token', 'create', '--scope', scope, '--data-dir', data], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
 
 /** A connected MCP client of ptyhost, the way named. */
 async function connect(way, bearer = TOKEN) {
@@ -51,7 +39,7 @@ async function connect(way, bearer = TOKEN) {
     const args = way === 'stdio-url'
       ? ['mcp', '--url', base, '--token', bearer]
       : ['mcp', '--data-dir', mkdtempSync(join(tmpdir(), 'ptyhost-mcp-js-stdio-'))];
-    transport = new StdioClientTransport({ command: BIN, args, env: { HOME: tmpdir() }, stderr: 'ignore' });
+    transport = new StdioClientTransport({ command: bin, args, env: { HOME: tmpdir() }, stderr: 'ignore' });
   }
   const client = new Client({ name: 'ptyhost-js-test', version: '1.0.0' });
   await client.connect(transport);

@@ -128,19 +128,22 @@ pub enum OutputEncoding {
     Executor,
 }
 
-/// The visible screen as text rows (trailing blanks trimmed), its cursor and size, and the
-/// command running in the terminal, if any.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The visible screen as text rows, its cursor and size, and the command running in the
+/// terminal, if any (what MCP's `read_screen` answers, schema included).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ScreenText {
+    /// The visible rows, trailing blanks trimmed.
     pub lines: Vec<String>,
     pub cursor: ScreenCursor,
     pub cols: u16,
     pub rows: u16,
+    /// The command running in the terminal, if any (none while the shell waits at its prompt).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub running: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// Zero-based.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ScreenCursor {
     pub row: usize,
     pub col: usize,

@@ -53,25 +53,6 @@ pub struct Typed {
     pub cursor: u64,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Screen {
-    /// The visible rows, trailing blanks trimmed.
-    pub lines: Vec<String>,
-    /// Zero-based.
-    pub cursor: ScreenPosition,
-    pub cols: u16,
-    pub rows: u16,
-    /// The command running in the terminal, if any (none while the shell waits at its prompt).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub running: Option<String>,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ScreenPosition {
-    pub row: usize,
-    pub col: usize,
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct OutputParams {
     pub session_id: String,
@@ -158,19 +139,9 @@ impl Terminal {
         &self,
         Parameters(p): Parameters<super::tools::SessionParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<Screen>, ToolError> {
+    ) -> Result<Json<ScreenText>, ToolError> {
         let who = self.who(&ctx)?;
-        let s = self.screen(&who, &p.session_id).await?;
-        Ok(Json(Screen {
-            lines: s.lines,
-            cursor: ScreenPosition {
-                row: s.cursor.row,
-                col: s.cursor.col,
-            },
-            cols: s.cols,
-            rows: s.rows,
-            running: s.running,
-        }))
+        self.screen(&who, &p.session_id).await.map(Json)
     }
 
     /// The session's output after a cursor, as plain text, with the cursor to read on from.
