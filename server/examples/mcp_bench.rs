@@ -154,8 +154,7 @@ impl Http {
             .text()
             .await?;
         let answer = (body.lines().filter_map(|l| l.strip_prefix("data:")))
-            .filter(|d| !d.trim().is_empty())
-            .last()
+            .rfind(|d| !d.trim().is_empty())
             .unwrap_or(&body);
         structured(serde_json::from_str(answer.trim())?)
     }
@@ -247,7 +246,7 @@ async fn main() -> Result<()> {
         base: base.clone(),
         sid: a2a_sid,
     };
-    let mut ways = vec![
+    let mut ways = [
         ("A2A HTTP+JSON SendMessage (baseline)", a2a),
         ("MCP stdio (ptyhost mcp)", Way::mcp(Box::new(stdio)).await?),
         (

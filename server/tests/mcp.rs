@@ -62,8 +62,7 @@ impl<'a> Mcp<'a> {
         let body = resp.text().await.unwrap();
         // An event stream's answer is its last data line; a JSON body is the answer itself.
         let answer = (body.lines().filter_map(|l| l.strip_prefix("data:")))
-            .filter(|d| !d.trim().is_empty())
-            .last()
+            .rfind(|d| !d.trim().is_empty())
             .unwrap_or(&body)
             .trim();
         (status, serde_json::from_str(answer).unwrap_or(Value::Null))

@@ -1,8 +1,9 @@
 //! The MCP binding: the terminal tools coding agents ask for, over the official Rust SDK
-//! (`rmcp`), on stdio (`ptyhost mcp`) and Streamable HTTP (`B/mcp`). One tool set for both:
-//! `tools` (sessions and commands, through the task service as every A2A binding runs
-//! them), `screen` (keys, the screen, output since a cursor, waits) and `files` (the files
-//! API's rules). Each session's screen is also a resource a client may subscribe to.
+//! (`rmcp`), on stdio (`ptyhost mcp`) and Streamable HTTP (`B/mcp`, in `http`). One tool set
+//! for both: `tools` (sessions and commands, through the task service as every A2A binding
+//! runs them), `screen` (keys, the screen, output since a cursor, waits) and `files` (the
+//! files API's rules), with `text` turning terminal bytes into plain text and key names into
+//! bytes. Each session's screen is also a resource a client may subscribe to.
 
 mod files;
 pub mod http;
