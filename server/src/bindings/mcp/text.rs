@@ -115,6 +115,28 @@ fn named(key: &str) -> Option<&'static [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn plain_text_of_any_output_has_no_escape_and_no_carriage_return(
+            bytes in prop::collection::vec(prop_oneof![any::<u8>(), Just(0x1b), Just(b'\r'), Just(b'[')], 0..512),
+        ) {
+            let text = plain(&bytes);
+            prop_assert!(!text.contains('\x1b') && !text.contains('\r'), "{text:?}");
+            prop_assert_eq!(text.matches('\n').count(), bytes.iter().filter(|b| **b == b'\n').count());
+        }
+
+        #[test]
+        fn bounded_text_keeps_within_its_bound_and_whole_characters(text in ".{0,2000}", repeat in 1usize..40) {
+            let text = text.repeat(repeat);
+            let cut = bounded(text.clone());
+            prop_assert!(cut.len() <= MAX_TEXT + 64);
+            prop_assert_eq!(cut == text, text.len() <= MAX_TEXT);
+        }
+    }
 
     #[test]
     fn plain_text_has_no_escapes_and_shows_a_rewritten_line_as_its_last_rewrite() {

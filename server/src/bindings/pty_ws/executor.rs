@@ -377,6 +377,54 @@ pub fn session_closed(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A payload of the fields the executor's verbs read, each holding any kind of value.
+    fn payload() -> impl Strategy<Value = Value> {
+        const FIELDS: [&str; 11] = [
+            "cols",
+            "rows",
+            "data",
+            "role",
+            "task_id",
+            "id",
+            "message",
+            "limit",
+            "state",
+            "session_id",
+            "client_label",
+        ];
+        let value = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            ".{0,10}".prop_map(Value::from),
+            Just(serde_json::json!({ "parts": [{ "text": "ls" }], "role": "user" })),
+        ];
+        prop_oneof![
+            prop::collection::btree_map(prop::sample::select(FIELDS.as_slice()), value, 0..5)
+                .prop_map(|m| Value::Object(
+                    m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+                )),
+            Just(Value::Null),
+            Just(serde_json::json!([1, 2])),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn no_frame_makes_the_executor_decoder_panic(
+            op in prop::sample::select(OPERATIONS.as_slice()),
+            payload in payload(),
+            text in ".{0,80}",
+        ) {
+            let _ = decode(&text, Role::Observer);
+            let frame = serde_json::json!({ "op": op, "ts": "2026-12-03T00:00:00Z", "payload": payload });
+            let _ = decode(&frame.to_string(), Role::Controller);
+        }
+    }
 
     #[test]
     fn a_first_frame_without_an_id_speaks_the_executors_shape() {

@@ -1,0 +1,114 @@
+//! Properties of the pty-ws decoders and encoders, over generated input: what is encoded
+//! decodes to itself, and no input, however malformed, makes a decoder panic.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use wire::{ClientOp, binary_output, executor_output, parse_binary_output};
+
+/// The verbs a client may name, with the ones it may not beside them.
+const OPS: [&str; 19] = [
+    "pty.join_session",
+    "pty.leave_session",
+    "pty.session_input",
+    "pty.session_resize",
+    "pty.request_role",
+    "pty.release_role",
+    "pty.request_keyframe",
+    "ping",
+    "ptyhost.ack",
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "Unsubscribe",
+    "UpdateServiceParameters",
+    "pty.session_frame",
+    "nope",
+];
+
+/// Any JSON value, nested a few levels.
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        ".{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::from),
+            prop::collection::btree_map("[a-z_]{1,10}", inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// A client envelope: a known or unknown verb, any id and payload, now and then a field a
+/// client must not send.
+fn envelope() -> impl Strategy<Value = Value> {
+    (prop::sample::select(OPS.as_slice()), ".{0,8}", json_value(), any::<bool>()).prop_map(
+        |(op, id, payload, extra)| {
+            let mut env = json!({ "op": op, "id": id, "ts": "2026-12-03T00:00:00Z", "payload": payload });
+            if extra {
+                env["sequence"] = json!(1);
+            }
+            env
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn a_binary_output_frame_decodes_to_its_sequence_and_bytes(seq in any::<u64>(), data in prop::collection::vec(any::<u8>(), 0..512)) {
+        let frame = binary_output(seq, &data);
+        prop_assert_eq!(parse_binary_output(&frame), Some((seq, wire::BINARY_STREAM_PTY, data.as_slice())));
+    }
+
+    #[test]
+    fn any_bytes_read_as_a_binary_output_frame_reencode_to_themselves_or_are_refused(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+        let bytes = if bytes.len() > 4 && bytes[0] % 2 == 0 { [b"PW1O".as_slice(), &bytes[4..]].concat() } else { bytes };
+        if let Some((seq, stream, data)) = parse_binary_output(&bytes) {
+            let mut again = binary_output(seq, data);
+            again[12] = stream;
+            prop_assert_eq!(again, bytes);
+        }
+    }
+
+    #[test]
+    fn an_executor_output_frame_carries_its_sequence_and_bytes(seq in any::<u64>(), data in prop::collection::vec(any::<u8>(), 0..512)) {
+        let frame: Value = serde_json::from_slice(&executor_output(seq, "2026-12-03T00:00:00Z", &data)).unwrap();
+        prop_assert_eq!(&frame["op"], "output");
+        prop_assert_eq!(frame["seq"].as_u64(), Some(seq));
+        let decoded = STANDARD.decode(frame["payload"]["data"].as_str().unwrap()).unwrap();
+        prop_assert_eq!(decoded, data);
+    }
+
+    #[test]
+    fn no_text_makes_the_client_frame_decoder_panic(text in ".{0,200}") {
+        let _ = ClientOp::decode(&text);
+    }
+
+    #[test]
+    fn no_envelope_makes_the_client_frame_decoder_panic_and_a_refusal_keeps_its_id(env in envelope()) {
+        match ClientOp::decode(&env.to_string()) {
+            Ok(decoded) => prop_assert_eq!(Some(decoded.envelope.id.as_str()), env["id"].as_str()),
+            Err((Some(id), _)) => prop_assert_eq!(Some(id.as_str()), env["id"].as_str()),
+            Err((None, _)) => prop_assert!(env["id"].as_str().is_none_or(str::is_empty) || env.get("sequence").is_some()),
+        }
+    }
+
+    #[test]
+    fn session_input_decodes_to_the_bytes_it_carries(data in prop::collection::vec(any::<u8>(), 0..256)) {
+        let env = json!({ "op": "pty.session_input", "id": "in-1", "ts": "2026-12-03T00:00:00Z",
+                          "payload": { "data": STANDARD.encode(&data) } });
+        let decoded = ClientOp::decode(&env.to_string()).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+        prop_assert_eq!(decoded.op, ClientOp::Input(data));
+    }
+}
