@@ -314,4 +314,8 @@ def test_bad_input_is_refused_in_mcps_terms_and_changes_nothing(server, way):
             missing = await c.call_tool("run", {"yield_ms": 5})
             assert missing.is_error and "command" in missing.content[0].text
             assert len((await call(c, "session_list"))["sessions"]) == before
+            # Waits past any clock's range are held to the longest a call waits.
+            huge = await call(c, "run", command="echo far", yield_ms=2**64 - 1, timeout_ms=2**64 - 1)
+            assert huge["status"] == "completed" and huge["output"] == "far\n"
+            assert (await call(c, "task_status", task_id=huge["task_id"], wait_ms=2**64 - 1))["status"] == "completed"
     go(body)

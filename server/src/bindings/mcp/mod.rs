@@ -13,6 +13,7 @@ mod tools;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
@@ -216,6 +217,14 @@ fn drop_number_formats(schema: &mut JsonObject) {
             _ => {}
         }
     }
+}
+
+/// A call waits this long at most (`yield_ms`, `wait_ms`, `timeout_ms` of `wait_for`).
+const MAX_WAIT: Duration = Duration::from_secs(600);
+
+/// The wait a caller asked for in milliseconds (or `default`), within `MAX_WAIT`.
+fn wait(ms: Option<u64>, default: Duration) -> Duration {
+    ms.map_or(default, Duration::from_millis).min(MAX_WAIT)
 }
 
 /// `ptyhost://sessions/{sid}/screen`

@@ -24,8 +24,6 @@ const READ_BYTES: usize = 64 * 1024;
 const SCREEN_UPDATES: Duration = Duration::from_millis(200);
 /// What `wait_for` keeps of the output it has seen, and matches its pattern against.
 const SEEN_BYTES: usize = 2 * text::MAX_TEXT;
-/// `wait_for` waits this long at most.
-const MAX_WAIT: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct KeysParams {
@@ -184,7 +182,7 @@ impl Terminal {
         let wait = Wait {
             pattern,
             idle,
-            deadline: Instant::now() + Duration::from_millis(p.timeout_ms).min(MAX_WAIT),
+            deadline: Instant::now() + super::wait(Some(p.timeout_ms), Duration::ZERO),
         };
         tokio::select! {
             w = self.wait(&handle, wait) => w.map(Json),

@@ -88,15 +88,16 @@ pub struct RunParams {
     pub command: String,
     /// Interrupt the command (Ctrl-C, then SIGKILL) after this many milliseconds.
     pub timeout_ms: Option<u64>,
-    /// Answer `running` after this many milliseconds (default 10000) and let the command
-    /// go on; follow it with `task_status`.
+    /// Answer `running` after this many milliseconds (default 10000, at most 600000) and
+    /// let the command go on; follow it with `task_status`.
     pub yield_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct StatusParams {
     pub task_id: String,
-    /// Wait up to this many milliseconds for a running command to end or ask for input.
+    /// Wait up to this many milliseconds (at most 600000) for a running command to end or
+    /// ask for input.
     pub wait_ms: Option<u64>,
 }
 
@@ -134,10 +135,6 @@ fn state_name(state: TaskState) -> &'static str {
         TaskState::InputRequired | TaskState::AuthRequired => "input_required",
         _ => "running",
     }
-}
-
-fn ms(ms: Option<u64>, default: Duration) -> Duration {
-    ms.map_or(default, Duration::from_millis)
 }
 
 #[tool_router(router = session_tools, vis = "pub(super)")]
@@ -302,7 +299,7 @@ impl Terminal {
         }
         let progress = Progress::of(&ctx);
         tokio::select! {
-            _ = follow(stream, ms(p.yield_ms, DEFAULT_YIELD), progress) => {}
+            _ = follow(stream, super::wait(p.yield_ms, DEFAULT_YIELD), progress) => {}
             _ = ctx.ct.cancelled() => {
                 let _ = self.terminals.tasks.cancel(&who, &task_id).await;
             }
@@ -320,7 +317,7 @@ impl Terminal {
     ) -> Result<Json<CommandResult>, ToolError> {
         let who = self.who(&ctx)?;
         let task = self.terminals.tasks.get(&who, &p.task_id, Some(0)).await?;
-        let wait = ms(p.wait_ms, Duration::ZERO);
+        let wait = super::wait(p.wait_ms, Duration::ZERO);
         if !wait.is_zero()
             && !task.status.state.is_terminal()
             && !task.status.state.is_interrupted()
