@@ -7,8 +7,9 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use wire::{ClientOp, binary_output, executor_output, parse_binary_output};
 
-/// The verbs a client may name, with the ones it may not beside them.
-const OPS: [&str; 19] = [
+/// The verbs a client may name beside the A2A operations (`wire::CORE_OPERATIONS`), and
+/// ones it may not.
+const VERBS: [&str; 13] = [
     "pty.join_session",
     "pty.leave_session",
     "pty.session_input",
@@ -18,12 +19,6 @@ const OPS: [&str; 19] = [
     "pty.request_keyframe",
     "ping",
     "ptyhost.ack",
-    "SendMessage",
-    "SendStreamingMessage",
-    "GetTask",
-    "ListTasks",
-    "CancelTask",
-    "SubscribeToTask",
     "Unsubscribe",
     "UpdateServiceParameters",
     "pty.session_frame",
@@ -36,7 +31,9 @@ fn json_value() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
         ".{0,12}".prop_map(Value::from),
     ];
     leaf.prop_recursive(3, 24, 6, |inner| {
@@ -51,15 +48,21 @@ fn json_value() -> impl Strategy<Value = Value> {
 /// A client envelope: a known or unknown verb, any id and payload, now and then a field a
 /// client must not send.
 fn envelope() -> impl Strategy<Value = Value> {
-    (prop::sample::select(OPS.as_slice()), ".{0,8}", json_value(), any::<bool>()).prop_map(
-        |(op, id, payload, extra)| {
-            let mut env = json!({ "op": op, "id": id, "ts": "2026-12-03T00:00:00Z", "payload": payload });
+    let ops: Vec<&str> = VERBS.into_iter().chain(wire::CORE_OPERATIONS).collect();
+    (
+        prop::sample::select(ops),
+        ".{0,8}",
+        json_value(),
+        any::<bool>(),
+    )
+        .prop_map(|(op, id, payload, extra)| {
+            let mut env =
+                json!({ "op": op, "id": id, "ts": "2026-12-03T00:00:00Z", "payload": payload });
             if extra {
                 env["sequence"] = json!(1);
             }
             env
-        },
-    )
+        })
 }
 
 proptest! {
