@@ -20,7 +20,7 @@ use xterm_js_rs::addons::unicode11::Unicode11Addon;
 use xterm_js_rs::addons::webgl::WebglAddon;
 use xterm_js_rs::{Terminal, TerminalOptions};
 
-use crate::terminal::{Closed, Command, TermUi};
+use crate::term_ui::{Closed, Command, TermUi};
 use wire::{ClientRef, PtyErrorCode, Role, SessionFrame};
 
 /// Above this many bytes handed to xterm.js and not yet parsed, output is skipped...
@@ -588,7 +588,7 @@ fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Opt
     match cmd {
         Command::Input(data) if joined && c.role == Role::Controller => {
             let ctrl = ui.ctrl.get_untracked();
-            let data = crate::terminal::with_ctrl(ctrl, data);
+            let data = crate::term_ui::with_ctrl(ctrl, data);
             if ctrl {
                 ui.ctrl.set(false);
             }

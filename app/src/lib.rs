@@ -10,6 +10,7 @@ mod files;
 mod player;
 mod sessions;
 mod tasks;
+mod term_ui;
 mod terminal;
 // Its markers are made in the browser; the server renders only an empty timeline.
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
@@ -156,4 +157,15 @@ fn CardPage() -> impl IntoView {
             <pre class="card">{move || card.get().unwrap_or_else(|| "Loading…".into())}</pre>
         </section>
     }
+}
+
+/// The last eight characters of an id: enough to tell sessions and tasks apart on screen.
+pub(crate) fn short(id: &str) -> String {
+    id.chars()
+        .rev()
+        .take(8)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect()
 }

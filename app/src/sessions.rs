@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use crate::api::{Auth, Session};
-use crate::terminal::short;
+use crate::short;
 
 /// How often the list refreshes.
 #[cfg(feature = "hydrate")]

@@ -235,7 +235,7 @@ pub fn TaskList(sid: Signal<String>) -> impl IntoView {
             </ul>
             {move || output.get().map(|(id, text)| view! {
                 <figure class="task-output">
-                    <figcaption>"Output of " <code>{crate::terminal::short(&id)}</code></figcaption>
+                    <figcaption>"Output of " <code>{crate::short(&id)}</code></figcaption>
                     <pre aria-label="Task output">{text}</pre>
                 </figure>
             })}

@@ -86,7 +86,7 @@ fn Tile(sid: String, sessions: RwSignal<Vec<Session>>) -> impl IntoView {
             info().map(|s| {
                 s.label
                     .clone()
-                    .unwrap_or_else(|| crate::terminal::short(&s.session_id))
+                    .unwrap_or_else(|| crate::short(&s.session_id))
             })
         }
     };

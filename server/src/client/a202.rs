@@ -9,7 +9,7 @@ use wire::a2a::{Content, Message, Part, Role};
 
 use super::{ClientError, Policy, candidates, fetch_card, interfaces, with_policy};
 use crate::commerce::capability::{self, Supported, Unsupported, Versions};
-use crate::commerce::{self, Refusal, object};
+use crate::commerce::{self, Refusal, canonical};
 use crate::extensions;
 
 /// What the command reports: passed, or refused with an A202 code.
@@ -132,7 +132,7 @@ impl Counterparty<'_> {
         let (Some(object), Ok(surface)) = (object, surface) else {
             return Outcome::Done(checked(&supported));
         };
-        let bytes = object::canonical(&object);
+        let bytes = canonical::canonical(&object);
         match self.carrier {
             Carrier::A2a => self.over_a2a(&surface, &object, bytes).await,
             Carrier::Https => self.over_https(bytes).await,

@@ -13,7 +13,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::object::{self, Kernel};
+use super::canonical::{self, Kernel};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
@@ -141,7 +141,7 @@ fn key_of(record: &Value, kernel: &Kernel) -> Result<(String, Key)> {
         bail!("object_type is {}, not key_record", record["object_type"]);
     }
     let declared = record["content_hash"].as_str().unwrap_or("");
-    if declared != object::content_hash(record) {
+    if declared != canonical::content_hash(record) {
         bail!("content_hash does not match the record");
     }
     let id = record["id"].as_str().unwrap_or("").to_owned();

@@ -4,6 +4,7 @@
 //! to per-transaction streams in SQLite. A carrier event — a task that fails or is canceled,
 //! a dropped stream — never touches a stream: only accepted objects do.
 
+pub mod canonical;
 pub mod capability;
 pub mod keys;
 pub mod object;
@@ -18,8 +19,9 @@ use wire::a2a::{Content, Message};
 
 use crate::extensions::Declared;
 use crate::store::{CommerceRow, Store};
+use canonical::Kernel;
 use capability::Versions;
-use object::{Kernel, SignatureCheck, Verified};
+use object::{SignatureCheck, Verified};
 
 /// The v0.1 extension URI (binding §2.2).
 pub const URI: &str = "https://schemas.a202.org/a2a-ext/commercial/0.1";

@@ -8,95 +8,14 @@
 //! never as passed.
 
 use serde::Serialize;
-use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
+use serde_json::Value;
 
 use super::Refusal;
+use super::canonical::{Kernel, canonical, content, sha256_hex, signing_input};
 use super::keys::{Algorithm, KeyCheck, Keyring};
-
-/// The kernel schema (A202 v0.1, Apache-2.0; see LICENSE-a202-apache-2.0.txt beside it).
-const KERNEL_SCHEMA: &str = include_str!("commercial-kernel.schema.json");
-
-/// Top-level members outside the hashed and signed bytes.
-const EXCLUDED: [&str; 3] = ["content_hash", "signatures", "kernel_annotations"];
 
 /// The literal the published fixtures carry instead of a signature.
 const PLACEHOLDER: &str = "synthetic-placeholder-signature-value";
-
-/// The compiled kernel schema.
-pub struct Kernel {
-    validator: jsonschema::Validator,
-}
-
-impl Default for Kernel {
-    fn default() -> Kernel {
-        let schema: Value =
-            serde_json::from_str(KERNEL_SCHEMA).expect("the bundled kernel schema is JSON");
-        let validator = jsonschema::draft202012::options()
-            .should_validate_formats(true)
-            .build(&schema)
-            .expect("the bundled kernel schema compiles");
-        Kernel { validator }
-    }
-}
-
-impl Kernel {
-    /// The schema's verdict: the first few violations, each with where it is.
-    pub fn validate(&self, object: &Value) -> Result<(), String> {
-        let errors: Vec<String> = self
-            .validator
-            .iter_errors(object)
-            .take(5)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                format!("{}: {e}", if at.is_empty() { "/" } else { &at })
-            })
-            .collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
-    }
-}
-
-/// RFC 8785 bytes of a JSON value.
-pub fn canonical(value: &Value) -> Vec<u8> {
-    serde_jcs::to_vec(value).expect("a JSON value always serializes")
-}
-
-/// The canonical content: the object without the members outside the hash.
-pub fn content(object: &Value) -> Vec<u8> {
-    let mut stripped: Map<String, Value> = object.as_object().cloned().unwrap_or_default();
-    for name in EXCLUDED {
-        stripped.remove(name);
-    }
-    canonical(&Value::Object(stripped))
-}
-
-/// Lowercase hex SHA-256 of the canonical content.
-pub fn content_hash(object: &Value) -> String {
-    hex(&Sha256::digest(content(object)))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// What a signature covers: the canonical content, `.`, and the canonical form of the
-/// signature entry's own `algorithm`, `key_id`, `purpose` and `signed_at`.
-pub fn signing_input(content: &[u8], entry: &Value) -> Vec<u8> {
-    let protected = serde_json::json!({
-        "algorithm": entry["algorithm"],
-        "key_id": entry["key_id"],
-        "purpose": entry["purpose"],
-        "signed_at": entry["signed_at"],
-    });
-    let mut input = content.to_vec();
-    input.push(b'.');
-    input.extend(canonical(&protected));
-    input
-}
 
 /// The purposes a signature may carry for each object type (canonical model §4); a type
 /// not listed takes any registered purpose.
@@ -193,7 +112,7 @@ pub fn verify(kernel: &Kernel, keys: &Keyring, bytes: &[u8]) -> Result<Verified,
         .unwrap_or_default()
         .to_owned();
     let content = content(&object);
-    let computed = hex(&Sha256::digest(&content));
+    let computed = sha256_hex(&content);
     if declared != computed {
         return Err(Refusal::HashMismatch { declared, computed });
     }

@@ -11,8 +11,8 @@ use ring::signature::{
 };
 use serde_json::{Value, json};
 
+use super::canonical;
 use super::keys::Algorithm;
-use super::object;
 
 enum Pair {
     Es256(EcdsaKeyPair),
@@ -100,7 +100,7 @@ impl Signer {
             "purpose": purpose,
             "signed_at": signed_at,
         });
-        let input = object::signing_input(content, &entry);
+        let input = canonical::signing_input(content, &entry);
         let signature = match &self.pair {
             Pair::Es256(p) => p
                 .sign(&SystemRandom::new(), &input)
@@ -136,7 +136,7 @@ impl Signer {
                 "valid_until": null,
             },
         });
-        record["content_hash"] = json!(object::content_hash(&record));
+        record["content_hash"] = json!(canonical::content_hash(&record));
         record
     }
 }
@@ -147,8 +147,8 @@ pub fn seal(object: &mut Value, signers: &[(&Signer, &str)], signed_at: &str) ->
     if !object.is_object() {
         bail!("an A202 object is a JSON object");
     }
-    object["content_hash"] = json!(object::content_hash(object));
-    let content = object::content(object);
+    object["content_hash"] = json!(canonical::content_hash(object));
+    let content = canonical::content(object);
     let entries = signers
         .iter()
         .map(|(signer, purpose)| signer.sign(&content, purpose, signed_at))
@@ -157,5 +157,5 @@ pub fn seal(object: &mut Value, signers: &[(&Signer, &str)], signed_at: &str) ->
         Some(existing) => existing.extend(entries),
         None => object["signatures"] = json!(entries),
     }
-    Ok(object::canonical(object))
+    Ok(canonical::canonical(object))
 }
