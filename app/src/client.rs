@@ -20,7 +20,7 @@ use xterm_js_rs::addons::unicode11::Unicode11Addon;
 use xterm_js_rs::addons::webgl::WebglAddon;
 use xterm_js_rs::{Terminal, TerminalOptions};
 
-use crate::term_ui::{Closed, Command, TermUi};
+use crate::term_ui::{Closed, TermCommand, TermUi};
 use wire::{ClientRef, PtyErrorCode, Role, SessionFrame};
 
 /// Above this many bytes handed to xterm.js and not yet parsed, output is skipped...
@@ -141,7 +141,7 @@ pub fn write_bytes(term: &Terminal, bytes: &[u8]) {
 
 /// Opens xterm.js in `host` and runs the connection until the page goes away.
 pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: TermUi) {
-    let (tx, rx) = unbounded::<Command>();
+    let (tx, rx) = unbounded::<TermCommand>();
     ui.commands.set_value(Some(tx.clone()));
 
     let (term, fit) = open_terminal(&host);
@@ -159,20 +159,20 @@ pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: 
 
     let keys = tx.clone();
     let on_data = Closure::<dyn FnMut(String)>::new(move |data: String| {
-        let _ = keys.unbounded_send(Command::Input(data));
+        let _ = keys.unbounded_send(TermCommand::Input(data));
     });
     term.on_data(on_data.as_ref().unchecked_ref());
     on_data.forget();
     let fits = tx.clone();
     let on_resize = Closure::<dyn FnMut()>::new(move || {
-        let _ = fits.unbounded_send(Command::Fit);
+        let _ = fits.unbounded_send(TermCommand::Fit);
     });
     if let Some(w) = web_sys::window() {
         let _ = w.add_event_listener_with_callback("resize", on_resize.as_ref().unchecked_ref());
     }
     on_resize.forget();
 
-    let screen = Screen {
+    let screen = XtermView {
         term,
         fit,
         search,
@@ -186,12 +186,12 @@ pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: 
 }
 
 /// xterm.js and what is in flight to it.
-struct Screen {
+struct XtermView {
     term: Rc<Terminal>,
     fit: FitAddon,
     search: SearchAddon,
     host: web_sys::HtmlElement,
-    tx: UnboundedSender<Command>,
+    tx: UnboundedSender<TermCommand>,
     /// Bytes written to xterm.js whose write callback has not run yet.
     pending: Rc<Cell<usize>>,
     /// Output is being skipped until a keyframe catches up.
@@ -200,7 +200,7 @@ struct Screen {
     unacked: Rc<Cell<usize>>,
 }
 
-impl Screen {
+impl XtermView {
     /// Writes an output frame and acknowledges it once xterm.js has parsed it, so the
     /// server never sends far beyond what this tab has rendered.
     fn write_output(&self, bytes: &[u8], seq: u64) {
@@ -210,7 +210,7 @@ impl Screen {
             let total = unacked.get() + len;
             if total >= ACK_EVERY || pending.get() == 0 {
                 unacked.set(0);
-                let _ = tx.unbounded_send(Command::Ack(seq));
+                let _ = tx.unbounded_send(TermCommand::Ack(seq));
             } else {
                 unacked.set(total);
             }
@@ -230,7 +230,7 @@ impl Screen {
             let left = pending.get().saturating_sub(len);
             pending.set(left);
             if behind.get() && left < LOW_WATER {
-                let _ = tx.unbounded_send(Command::CatchUp);
+                let _ = tx.unbounded_send(TermCommand::CatchUp);
             }
             parsed();
         });
@@ -321,11 +321,11 @@ pub fn paint_keyframe(term: &Terminal, snapshot: &[u8], cols: u16, rows: u16) {
 }
 
 async fn run(
-    screen: Screen,
+    screen: XtermView,
     session_id: String,
     token: String,
     ui: TermUi,
-    mut commands: UnboundedReceiver<Command>,
+    mut commands: UnboundedReceiver<TermCommand>,
 ) {
     let mut cursor = Cursor {
         last: 0,
@@ -402,7 +402,7 @@ async fn run(
                 _ = wait => break,
                 cmd = commands.next() => match cmd {
                     None => return,
-                    Some(Command::RequestRole(role)) => cursor.wanted = role,
+                    Some(TermCommand::RequestRole(role)) => cursor.wanted = role,
                     Some(_) => {}
                 },
             }
@@ -412,7 +412,7 @@ async fn run(
 }
 
 /// Applies one server frame; returns the frames to send in answer.
-fn on_frame(text: &str, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Vec<String> {
+fn on_frame(text: &str, screen: &XtermView, c: &mut Cursor, ui: &TermUi) -> Vec<String> {
     let Ok(env) = serde_json::from_str::<wire::Envelope>(text) else {
         return Vec::new();
     };
@@ -445,7 +445,7 @@ fn on_frame(text: &str, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Vec<Str
                     let tx = screen.tx.clone();
                     leptos::task::spawn_local(async move {
                         gloo_timers::future::TimeoutFuture::new(1000).await;
-                        let _ = tx.unbounded_send(Command::CatchUp);
+                        let _ = tx.unbounded_send(TermCommand::CatchUp);
                     });
                 }
                 _ => {
@@ -469,7 +469,7 @@ fn on_frame(text: &str, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Vec<Str
 fn on_session_frame(
     frame: SessionFrame,
     seq: u64,
-    screen: &Screen,
+    screen: &XtermView,
     c: &mut Cursor,
     ui: &TermUi,
 ) -> Vec<String> {
@@ -567,7 +567,7 @@ fn on_session_frame(
 }
 
 /// A controller sizes the PTY to its pane, at full scale (an observer's scaling goes).
-fn fit(screen: &Screen, c: &mut Cursor) -> Vec<String> {
+fn fit(screen: &XtermView, c: &mut Cursor) -> Vec<String> {
     unscale(&screen.host);
     match screen.fitted() {
         Some(size) if size != c.size => {
@@ -583,10 +583,10 @@ fn fit(screen: &Screen, c: &mut Cursor) -> Vec<String> {
     }
 }
 
-fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Option<String> {
+fn on_command(cmd: TermCommand, screen: &XtermView, c: &mut Cursor, ui: &TermUi) -> Option<String> {
     let joined = c.client_id.is_some();
     match cmd {
-        Command::Input(data) if joined && c.role == Role::Controller => {
+        TermCommand::Input(data) if joined && c.role == Role::Controller => {
             let ctrl = ui.ctrl.get_untracked();
             let data = crate::term_ui::with_ctrl(ctrl, data);
             if ctrl {
@@ -598,8 +598,8 @@ fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Opt
                 None,
             ))
         }
-        Command::Input(_) => None,
-        Command::Find(text, forward) => {
+        TermCommand::Input(_) => None,
+        TermCommand::Find(text, forward) => {
             let found = match forward {
                 true => screen.search.find_next(&text),
                 false => screen.search.find_previous(&text),
@@ -607,14 +607,16 @@ fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Opt
             ui.found.try_set(Some(found));
             None
         }
-        Command::Fit if joined && c.role == Role::Controller => fit(screen, c).into_iter().next(),
-        Command::Fit => {
+        TermCommand::Fit if joined && c.role == Role::Controller => {
+            fit(screen, c).into_iter().next()
+        }
+        TermCommand::Fit => {
             if c.size.0 > 0 {
                 screen.resize_to(c.size.0, c.size.1);
             }
             None
         }
-        Command::RequestRole(role) => {
+        TermCommand::RequestRole(role) => {
             c.wanted = role;
             ui.notice.try_set(None);
             joined.then(|| match role {
@@ -626,12 +628,12 @@ fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Opt
                 Role::Observer => envelope("pty.release_role", serde_json::json!({}), None),
             })
         }
-        Command::Resync => {
+        TermCommand::Resync => {
             c.need_keyframe = true;
             c.catch_up_in_flight = true;
             joined.then(|| envelope("pty.request_keyframe", serde_json::json!({}), None))
         }
-        Command::CatchUp if joined && c.need_keyframe && !c.catch_up_in_flight => {
+        TermCommand::CatchUp if joined && c.need_keyframe && !c.catch_up_in_flight => {
             c.catch_up_in_flight = true;
             Some(envelope(
                 "pty.request_keyframe",
@@ -639,8 +641,8 @@ fn on_command(cmd: Command, screen: &Screen, c: &mut Cursor, ui: &TermUi) -> Opt
                 None,
             ))
         }
-        Command::CatchUp => None,
-        Command::Ack(sequence) => joined.then(|| {
+        TermCommand::CatchUp => None,
+        TermCommand::Ack(sequence) => joined.then(|| {
             envelope(
                 wire::OP_ACK,
                 serde_json::json!({ "sequence": sequence }),

@@ -9,7 +9,7 @@ use wire::Role;
 /// What the page asks of its connection (the browser build sends all of them).
 #[derive(Debug, Clone)]
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-pub enum Command {
+pub enum TermCommand {
     Input(String),
     Fit,
     RequestRole(Role),
@@ -52,7 +52,7 @@ pub struct TermUi {
     pub found: RwSignal<Option<bool>>,
     #[cfg(feature = "hydrate")]
     pub commands:
-        StoredValue<Option<futures::channel::mpsc::UnboundedSender<Command>>, LocalStorage>,
+        StoredValue<Option<futures::channel::mpsc::UnboundedSender<TermCommand>>, LocalStorage>,
 }
 
 impl TermUi {
@@ -72,7 +72,7 @@ impl TermUi {
         }
     }
 
-    pub fn send(&self, cmd: Command) {
+    pub fn send(&self, cmd: TermCommand) {
         #[cfg(feature = "hydrate")]
         self.commands.with_value(|tx| {
             if let Some(tx) = tx {

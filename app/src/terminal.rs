@@ -6,7 +6,7 @@ use leptos_router::hooks::use_params_map;
 
 use crate::api::{Auth, ShareLink};
 use crate::short;
-use crate::term_ui::{Command, TermUi};
+use crate::term_ui::{TermCommand, TermUi};
 use wire::Role;
 
 #[component]
@@ -102,15 +102,15 @@ pub fn TerminalPage() -> impl IntoView {
                     when=is_controller
                     fallback=move || view! {
                         <button
-                            on:click=move |_| ui.send(Command::RequestRole(Role::Controller))
+                            on:click=move |_| ui.send(TermCommand::RequestRole(Role::Controller))
                             prop:disabled=move || take_blocked().is_some()
                             title=move || take_blocked().unwrap_or_default()
                         >"Take control"</button>
                     }
                 >
-                    <button on:click=move |_| ui.send(Command::RequestRole(Role::Observer))>"Release"</button>
+                    <button on:click=move |_| ui.send(TermCommand::RequestRole(Role::Observer))>"Release"</button>
                 </Show>
-                <button on:click=move |_| ui.send(Command::Resync) title="Repaint the screen from a fresh keyframe">"Resync"</button>
+                <button on:click=move |_| ui.send(TermCommand::Resync) title="Repaint the screen from a fresh keyframe">"Resync"</button>
                 <span class="reason">{move || if is_controller() { None } else { take_blocked() }}</span>
             </div>
             {move || ui.closed.get().map(|c| view! {
@@ -142,7 +142,7 @@ fn Search(ui: TermUi) -> impl IntoView {
     let find = move |forward: bool| {
         let t = text.get_untracked();
         if !t.is_empty() {
-            ui.send(Command::Find(t, forward));
+            ui.send(TermCommand::Find(t, forward));
         }
     };
     let submit = move |ev: leptos::ev::SubmitEvent| {
@@ -191,7 +191,7 @@ fn KeyBar(ui: TermUi) -> impl IntoView {
             {KEYS.iter().map(|&(face, name, bytes)| view! {
                 <button type="button" aria-label=name
                     on:click=move |_| {
-                        ui.send(Command::Input(bytes.to_owned()));
+                        ui.send(TermCommand::Input(bytes.to_owned()));
                         refocus();
                     }>{face}</button>
             }).collect_view()}

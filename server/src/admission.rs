@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Copy)]
-pub struct Settings {
+pub struct AdmissionSettings {
     pub max_open: usize,
     pub max_unauthenticated: usize,
 }
@@ -34,7 +34,7 @@ pub struct Admission {
 }
 
 struct Inner {
-    settings: Settings,
+    settings: AdmissionSettings,
     counts: Mutex<Counts>,
 }
 
@@ -48,7 +48,7 @@ struct Counts {
 }
 
 impl Admission {
-    pub fn new(settings: Settings) -> Admission {
+    pub fn new(settings: AdmissionSettings) -> Admission {
         Admission {
             inner: Arc::new(Inner {
                 settings,
@@ -143,7 +143,7 @@ mod tests {
     use super::*;
 
     fn admission(max_open: usize, max_unauthenticated: usize) -> Admission {
-        Admission::new(Settings {
+        Admission::new(AdmissionSettings {
             max_open,
             max_unauthenticated,
         })

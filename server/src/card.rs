@@ -10,12 +10,12 @@ use serde_json::{Value, json};
 
 use crate::a2a::service::TaskService;
 use crate::extensions::Declared;
-use crate::plumbing::AppState;
 use crate::sessions::host;
+use crate::state::AppState;
 
 /// The extensions the card declares, as requests on pty-ws and STDIO activate them.
 pub fn extensions(tasks: &TaskService) -> Vec<Declared> {
-    [PTY_EXTENSION, FLOW_EXTENSION, tasks.commerce().declared()]
+    [PTY_EXTENSION, FLOW_EXTENSION, tasks.a202().declared()]
         .into_iter()
         .chain(tasks.agentic().declared(crate::agentic::Surface::Other))
         .collect()
@@ -71,7 +71,7 @@ fn extension_entries(state: &AppState) -> Vec<Value> {
     let own = [
         pty_extension(state),
         flow_extension(),
-        state.tasks.commerce().declaration(),
+        state.tasks.a202().declaration(),
     ];
     own.into_iter()
         .chain(state.tasks.agentic().card_entries())

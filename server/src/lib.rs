@@ -4,6 +4,7 @@
 // Only `sys` may hold unsafe code, each block with its SAFETY comment.
 #![deny(unsafe_code)]
 
+pub mod a202;
 pub mod a2a;
 pub mod admission;
 pub mod agentic;
@@ -15,7 +16,6 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod cluster;
-pub mod commerce;
 pub mod config;
 pub mod executor;
 pub mod extensions;
@@ -24,10 +24,10 @@ pub mod framing;
 pub mod http;
 pub mod json;
 pub mod limits;
-pub mod plumbing;
 pub mod recording;
 pub mod revocation;
 pub mod sandbox;
+pub mod state;
 
 pub mod sessions;
 pub mod store;

@@ -39,7 +39,7 @@ struct Inner {
 
 /// Why something was refused, and when to try again.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Refused {
+pub struct LimitRefusal {
     pub message: String,
     pub retry_after: Duration,
 }
@@ -62,13 +62,13 @@ fn check(
     (per_principal, per_instance): &(DefaultKeyedRateLimiter<String>, DefaultDirectRateLimiter),
     principal: &str,
     what: &str,
-) -> Result<(), Refused> {
+) -> Result<(), LimitRefusal> {
     let now = DefaultClock::default().now();
     let (whose, outcome) = match per_principal.check_key(&principal.to_owned()) {
         Err(n) => ("this token", Err(n)),
         Ok(()) => ("this server", per_instance.check()),
     };
-    outcome.map_err(|n| Refused {
+    outcome.map_err(|n| LimitRefusal {
         message: format!("too many {what} for {whose}; slow down"),
         retry_after: n.wait_time_from(now),
     })
@@ -99,22 +99,22 @@ impl Limits {
     }
 
     /// A new connection of `principal` (a token id).
-    pub fn connection(&self, principal: &str) -> Result<(), Refused> {
+    pub fn connection(&self, principal: &str) -> Result<(), LimitRefusal> {
         check(&self.inner.connections, principal, "new connections")
     }
 
     /// One client frame of `principal`.
-    pub fn frame(&self, principal: &str) -> Result<(), Refused> {
+    pub fn frame(&self, principal: &str) -> Result<(), LimitRefusal> {
         check(&self.inner.frames, principal, "frames")
     }
 
     /// A connection slot on `session_id`, released when dropped.
-    pub fn session_slot(&self, session_id: &str) -> Result<SessionSlot, Refused> {
+    pub fn session_slot(&self, session_id: &str) -> Result<SessionSlot, LimitRefusal> {
         let mut sessions = self.inner.sessions.lock().unwrap();
         let count = sessions.entry(session_id.to_owned()).or_default();
         let cap = self.inner.settings.connections_per_session;
         if *count >= cap {
-            return Err(Refused {
+            return Err(LimitRefusal {
                 message: format!("session {session_id} has its maximum of {cap} connections"),
                 retry_after: Duration::from_secs(1),
             });

@@ -12,8 +12,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use common::*;
 use serde_json::{Value, json};
-use server::commerce::keys::Algorithm;
-use server::commerce::seal::{Signer, seal};
+use server::a202::keys::Algorithm;
+use server::a202::seal::{Signer, seal};
 
 const URI: &str = "https://schemas.a202.org/a2a-ext/commercial/0.1";
 const MEDIA: &str = "application/a202-commercial+json";

@@ -8,7 +8,7 @@ use std::path::{Component, Path};
 
 use proptest::prelude::*;
 use serde_json::Value;
-use server::commerce::object::canonical;
+use server::a202::canonical::canonical;
 use server::files::RelPath;
 use server::framing::{FrameReader, Incoming, frame, frame_with};
 use server::json::parse_unique;

@@ -534,7 +534,7 @@ async fn audit_and_a202_streams_append_and_read_back_in_order() {
         assert_eq!(events, ["e3", "e1"], "{b}: newest first");
         assert_eq!(store.audit(None, 2).await.unwrap().len(), 2, "{b}");
 
-        let object = |sequence, object_id: &str| CommerceRow {
+        let object = |sequence, object_id: &str| A202Row {
             transaction_id: "tx".into(),
             sequence,
             object_id: object_id.into(),

@@ -85,10 +85,10 @@ pub enum A2aError {
     PermissionDenied(String),
     /// An A202 object was refused; the A202 code travels in the ErrorInfo metadata.
     #[error("{0}")]
-    Commerce(crate::commerce::Refusal),
+    A202(crate::a202::A202Refusal),
     /// A refusal an extension defines (idempotency/v1, hitl-prompt/v1), in its own codes.
     #[error("{}", .0.detail)]
-    Extension(crate::agentic::Refusal),
+    Extension(crate::agentic::ExtensionRefusal),
     #[error("this stream fell {0} events behind the task; subscribe again")]
     StreamLagged(u64),
     #[error("internal error")]
@@ -107,7 +107,7 @@ impl A2aError {
             A2aError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
             A2aError::ExtensionSupportRequired(_) => "EXTENSION_SUPPORT_REQUIRED",
             A2aError::InvalidRequest(_) | A2aError::RequestTooLarge(_) => "INVALID_REQUEST",
-            A2aError::InvalidParams(_) | A2aError::Commerce(_) => "INVALID_PARAMS",
+            A2aError::InvalidParams(_) | A2aError::A202(_) => "INVALID_PARAMS",
             A2aError::MethodNotFound(_) => "METHOD_NOT_FOUND",
             A2aError::Unauthenticated(_) => "UNAUTHENTICATED",
             A2aError::PermissionDenied(_) => "PERMISSION_DENIED",
@@ -129,7 +129,7 @@ impl A2aError {
             A2aError::ContentTypeNotSupported(_)
             | A2aError::InvalidRequest(_)
             | A2aError::InvalidParams(_)
-            | A2aError::Commerce(_) => (400, "INVALID_ARGUMENT"),
+            | A2aError::A202(_) => (400, "INVALID_ARGUMENT"),
             A2aError::RequestTooLarge(_) => (413, "INVALID_ARGUMENT"),
             A2aError::MethodNotFound(_) => (404, "UNIMPLEMENTED"),
             A2aError::Unauthenticated(_) => (401, "UNAUTHENTICATED"),
@@ -158,7 +158,7 @@ impl A2aError {
             A2aError::VersionNotSupported(_) => -32009,
             A2aError::InvalidRequest(_) | A2aError::RequestTooLarge(_) => -32600,
             A2aError::MethodNotFound(_) => -32601,
-            A2aError::InvalidParams(_) | A2aError::Commerce(_) => -32602,
+            A2aError::InvalidParams(_) | A2aError::A202(_) => -32602,
             // Implementation-defined server errors: A2A assigns these no code.
             A2aError::Unauthenticated(_) | A2aError::PermissionDenied(_) => -32000,
             A2aError::StreamLagged(_) | A2aError::Internal => -32603,
@@ -173,12 +173,12 @@ impl A2aError {
             "reason": self.reason(),
             "domain": "a2a-protocol.org",
         });
-        if let A2aError::Commerce(refusal) = self {
+        if let A2aError::A202(refusal) = self {
             let mut metadata = json!({
-                "extension": crate::commerce::URI,
+                "extension": crate::a202::URI,
                 "a202_code": refusal.code().unwrap_or("kernel_validation"),
             });
-            if let crate::commerce::Refusal::SequenceConflict { current, .. } = refusal {
+            if let crate::a202::A202Refusal::SequenceConflict { current, .. } = refusal {
                 metadata["current_sequence"] = json!(current.to_string());
             }
             info["metadata"] = metadata;
@@ -201,7 +201,7 @@ impl A2aError {
             A2aError::ExtensionSupportRequired(_) => "ExtensionSupportRequiredError",
             A2aError::VersionNotSupported(_) => "VersionNotSupportedError",
             A2aError::InvalidRequest(_) | A2aError::RequestTooLarge(_) => "InvalidRequestError",
-            A2aError::InvalidParams(_) | A2aError::Commerce(_) => "InvalidParamsError",
+            A2aError::InvalidParams(_) | A2aError::A202(_) => "InvalidParamsError",
             A2aError::MethodNotFound(_) => "MethodNotFoundError",
             A2aError::StreamLagged(_) | A2aError::Internal => "InternalError",
             A2aError::Unauthenticated(_)
@@ -246,35 +246,35 @@ impl From<crate::extensions::Required> for A2aError {
     }
 }
 
-impl From<crate::executor::Refused> for A2aError {
-    fn from(refused: crate::executor::Refused) -> A2aError {
-        use crate::executor::Refused;
+impl From<crate::executor::ExecutorRefusal> for A2aError {
+    fn from(refused: crate::executor::ExecutorRefusal) -> A2aError {
+        use crate::executor::ExecutorRefusal;
         match refused {
-            Refused::InvalidParams(m) => A2aError::InvalidParams(m),
-            Refused::PermissionDenied(m) => A2aError::PermissionDenied(m),
-            Refused::Unsupported(m) => A2aError::UnsupportedOperation(m),
-            Refused::Failed(e) => A2aError::from(e),
+            ExecutorRefusal::InvalidParams(m) => A2aError::InvalidParams(m),
+            ExecutorRefusal::PermissionDenied(m) => A2aError::PermissionDenied(m),
+            ExecutorRefusal::Unsupported(m) => A2aError::UnsupportedOperation(m),
+            ExecutorRefusal::Failed(e) => A2aError::from(e),
         }
     }
 }
 
-impl From<crate::agentic::Refusal> for A2aError {
-    fn from(r: crate::agentic::Refusal) -> A2aError {
+impl From<crate::agentic::ExtensionRefusal> for A2aError {
+    fn from(r: crate::agentic::ExtensionRefusal) -> A2aError {
         A2aError::Extension(r)
     }
 }
 
-impl From<crate::commerce::Refusal> for A2aError {
-    fn from(r: crate::commerce::Refusal) -> A2aError {
-        A2aError::Commerce(r)
+impl From<crate::a202::A202Refusal> for A2aError {
+    fn from(r: crate::a202::A202Refusal) -> A2aError {
+        A2aError::A202(r)
     }
 }
 
-impl From<crate::commerce::Error> for A2aError {
-    fn from(e: crate::commerce::Error) -> A2aError {
+impl From<crate::a202::Error> for A2aError {
+    fn from(e: crate::a202::Error) -> A2aError {
         match e {
-            crate::commerce::Error::Refused(r) => A2aError::Commerce(r),
-            crate::commerce::Error::Store(e) => A2aError::from(e),
+            crate::a202::Error::Refused(r) => A2aError::A202(r),
+            crate::a202::Error::Store(e) => A2aError::from(e),
         }
     }
 }

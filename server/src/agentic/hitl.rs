@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 use wire::a2a::{Message, Task, TaskState};
 
-use super::{HITL_URI, Refusal};
+use super::{ExtensionRefusal, HITL_URI};
 
 /// Where an answer names the prompt it answers.
 pub const RESPONSE_KEY: &str = "hitl_response_for";
@@ -64,7 +64,7 @@ pub fn envelope(prompt: &str) -> Value {
 /// The text a message answers a task's open prompt with, when it carries
 /// `hitl_response_for`: refused 409 when that prompt is not open (unknown, or answered),
 /// 422 with `validation_errors` when the answer does not match its schema.
-pub fn answer(task: &Task, message: &Message) -> Result<Option<String>, Refusal> {
+pub fn answer(task: &Task, message: &Message) -> Result<Option<String>, ExtensionRefusal> {
     let Some(response) = message.metadata.as_ref().and_then(|m| m.get(RESPONSE_KEY)) else {
         return Ok(None);
     };
@@ -81,7 +81,7 @@ pub fn answer(task: &Task, message: &Message) -> Result<Option<String>, Refusal>
         .and_then(|m| m.get(HITL_URI))
         .filter(|e| e["prompt_id"] == prompt_id);
     let Some(open) = open else {
-        return Err(Refusal {
+        return Err(ExtensionRefusal {
             http: 409,
             jsonrpc: -32010,
             jsonrpc_message: "hitl_already_answered_or_unknown",
@@ -119,8 +119,8 @@ fn violations(schema: &Value, value: &Value) -> Vec<Value> {
         .collect()
 }
 
-fn invalid(prompt_id: Option<&str>, errors: Vec<Value>) -> Refusal {
-    Refusal {
+fn invalid(prompt_id: Option<&str>, errors: Vec<Value>) -> ExtensionRefusal {
+    ExtensionRefusal {
         http: 422,
         jsonrpc: -32011,
         jsonrpc_message: "hitl_response_invalid",

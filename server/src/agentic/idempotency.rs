@@ -18,7 +18,7 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{IDEMPOTENCY_URI, Refusal};
+use super::{ExtensionRefusal, IDEMPOTENCY_URI};
 use crate::clock;
 use crate::store::{IdempotencyClaim, Store};
 
@@ -97,7 +97,7 @@ impl Cache {
     /// Looks the request's key up for `binding` (where its response is valid): a fresh
     /// claim, the replay of the first response, or a refusal (another request under the
     /// key; another binding's; the first still running past the wait).
-    pub async fn begin(&self, key: Key, binding: &str) -> Result<Begun, Refusal> {
+    pub async fn begin(&self, key: Key, binding: &str) -> Result<Begun, ExtensionRefusal> {
         let deadline = tokio::time::Instant::now() + IN_FLIGHT_WAIT;
         loop {
             let claim = self
@@ -128,7 +128,7 @@ impl Cache {
                 return Ok(Begun::Replay(replay(held.status, &held.headers, held.body)));
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(Refusal {
+                return Err(ExtensionRefusal {
                     http: 409,
                     jsonrpc: -32409,
                     jsonrpc_message: "Idempotent request still in progress",
@@ -148,13 +148,13 @@ impl Cache {
 /// The key of a send's params (`{message, configuration?, metadata?}`): `None` when they
 /// name no message id, which the binding then refuses. A message id that is no UUID is
 /// refused (400): the extension keys only on ids with a UUID's entropy.
-pub fn key(params: &Value) -> Result<Option<Key>, Refusal> {
+pub fn key(params: &Value) -> Result<Option<Key>, ExtensionRefusal> {
     let Some(message_id) = params.pointer("/message/messageId").and_then(Value::as_str) else {
         return Ok(None);
     };
     let uuid_shaped = message_id.len() == 36 && uuid::Uuid::try_parse(message_id).is_ok();
     if !uuid_shaped {
-        return Err(Refusal {
+        return Err(ExtensionRefusal {
             http: 400,
             jsonrpc: -32602,
             jsonrpc_message: "Invalid params",
@@ -180,7 +180,7 @@ pub fn key(params: &Value) -> Result<Option<Key>, Refusal> {
     }))
 }
 
-fn reused(key: &Key, original: &str, first_binding: &str, binding: &str) -> Refusal {
+fn reused(key: &Key, original: &str, first_binding: &str, binding: &str) -> ExtensionRefusal {
     let detail = if original == key.hash {
         format!(
             "messageId {} was first sent over {first_binding}, not {binding}",
@@ -192,7 +192,7 @@ fn reused(key: &Key, original: &str, first_binding: &str, binding: &str) -> Refu
             key.message_id
         )
     };
-    Refusal {
+    ExtensionRefusal {
         http: 422,
         jsonrpc: -32422,
         jsonrpc_message: "Idempotency key reused with different payload",
@@ -207,9 +207,9 @@ fn reused(key: &Key, original: &str, first_binding: &str, binding: &str) -> Refu
     }
 }
 
-fn internal(e: anyhow::Error) -> Refusal {
+fn internal(e: anyhow::Error) -> ExtensionRefusal {
     tracing::error!(error = %format!("{e:#}"), "the idempotency cache failed");
-    Refusal {
+    ExtensionRefusal {
         http: 500,
         jsonrpc: -32603,
         jsonrpc_message: "Internal error",

@@ -48,7 +48,7 @@ pub enum Surface {
 
 /// What the extensions need to know of the server.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct ExtensionSettings {
     pub profile: Profile,
     /// How long a send's response is replayed to a retry.
     pub idempotency_ttl: Duration,
@@ -76,7 +76,7 @@ pub struct Agentic {
 }
 
 struct Inner {
-    settings: Settings,
+    settings: ExtensionSettings,
     /// `runtime/v1`'s instance id: a UUID made once per instance and kept in the store,
     /// the same on every node.
     instance_uuid: String,
@@ -88,7 +88,7 @@ impl Agentic {
     pub async fn start(
         store: &Store,
         (instance_id, node_id): (&str, &str),
-        settings: Settings,
+        settings: ExtensionSettings,
     ) -> anyhow::Result<Agentic> {
         let fresh = uuid::Uuid::new_v4().to_string();
         let name = format!("runtime/v1 instance_id of {instance_id}");
@@ -272,7 +272,7 @@ impl Stamp {
 /// message, and the `data` the extension's error carries.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{detail}")]
-pub struct Refusal {
+pub struct ExtensionRefusal {
     pub http: u16,
     pub jsonrpc: i64,
     /// The JSON-RPC message the extension prescribes (`hitl_response_invalid`).

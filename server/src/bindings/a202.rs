@@ -11,10 +11,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use crate::a202::{self, A202Refusal, Carrier};
 use crate::auth::{Principal, Scope};
-use crate::commerce::{self, Carrier, Refusal};
 use crate::extensions;
-use crate::plumbing::{ApiError, AppState, require};
+use crate::state::{ApiError, AppState, require};
 
 /// The largest object accepted.
 pub const MAX_OBJECT_BYTES: usize = 1024 * 1024;
@@ -23,18 +23,18 @@ pub const MAX_OBJECT_BYTES: usize = 1024 * 1024;
 pub async fn preflight(State(state): State<AppState>) -> Response {
     (
         [(header::CACHE_CONTROL, "max-age=60")],
-        Json(state.tasks.commerce().preflight()),
+        Json(state.tasks.a202().preflight()),
     )
         .into_response()
 }
 
 /// A refusal with its status: 412 for the capability check, 409 for a sequence conflict,
 /// 403 for an insecure endpoint, 422 for an object that does not verify.
-fn refused(refusal: &Refusal) -> Response {
+fn refused(refusal: &A202Refusal) -> Response {
     let status = match refusal {
-        Refusal::ExtensionUnsupported => StatusCode::PRECONDITION_FAILED,
-        Refusal::SequenceConflict { .. } => StatusCode::CONFLICT,
-        Refusal::EndpointInsecure => StatusCode::FORBIDDEN,
+        A202Refusal::ExtensionUnsupported => StatusCode::PRECONDITION_FAILED,
+        A202Refusal::SequenceConflict { .. } => StatusCode::CONFLICT,
+        A202Refusal::EndpointInsecure => StatusCode::FORBIDDEN,
         _ => StatusCode::UNPROCESSABLE_ENTITY,
     };
     (status, Json(refusal.body())).into_response()
@@ -42,7 +42,7 @@ fn refused(refusal: &Refusal) -> Response {
 
 /// An object over `limit`: 413 with an A202 refusal.
 pub fn too_large(limit: usize) -> Response {
-    let refusal = Refusal::Kernel(format!("the object is over its limit of {limit} bytes"));
+    let refusal = A202Refusal::Kernel(format!("the object is over its limit of {limit} bytes"));
     (StatusCode::PAYLOAD_TOO_LARGE, Json(refusal.body())).into_response()
 }
 
@@ -54,22 +54,20 @@ pub async fn submit(
     body: Bytes,
 ) -> Response {
     if state.plain_off_loopback {
-        return refused(&Refusal::EndpointInsecure);
+        return refused(&A202Refusal::EndpointInsecure);
     }
     if let Err(e) = commercial(&who, Scope::Control) {
         return e.into_response();
     }
-    if !extensions::listed(&headers, commerce::HTTP_HEADER)
+    if !extensions::listed(&headers, a202::HTTP_HEADER)
         .iter()
-        .any(|uri| uri == commerce::URI)
+        .any(|uri| uri == a202::URI)
     {
-        return refused(&Refusal::ExtensionUnsupported);
+        return refused(&A202Refusal::ExtensionUnsupported);
     }
     let mut resp = accept(&state, &headers, &body).await;
-    resp.headers_mut().insert(
-        commerce::HTTP_HEADER,
-        HeaderValue::from_static(commerce::URI),
-    );
+    resp.headers_mut()
+        .insert(a202::HTTP_HEADER, HeaderValue::from_static(a202::URI));
     resp
 }
 
@@ -79,26 +77,23 @@ async fn accept(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Response 
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .map(str::trim);
-    if media != Some(commerce::MEDIA_TYPE) {
+    if media != Some(a202::MEDIA_TYPE) {
         return ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
-            format!(
-                "send the object's canonical bytes as {}",
-                commerce::MEDIA_TYPE
-            ),
+            format!("send the object's canonical bytes as {}", a202::MEDIA_TYPE),
         )
         .into_response();
     }
-    let commerce = state.tasks.commerce();
-    let object = match commerce.verify(body) {
+    let a202 = state.tasks.a202();
+    let object = match a202.verify(body) {
         Ok(o) => o,
         Err(r) => return refused(&r),
     };
-    match commerce.append(vec![object], Carrier::Https).await {
+    match a202.append(vec![object], Carrier::Https).await {
         Ok(_) => StatusCode::ACCEPTED.into_response(),
-        Err(commerce::Error::Refused(r)) => refused(&r),
-        Err(commerce::Error::Store(e)) => ApiError::internal(e).into_response(),
+        Err(a202::Error::Refused(r)) => refused(&r),
+        Err(a202::Error::Store(e)) => ApiError::internal(e).into_response(),
     }
 }
 
@@ -109,7 +104,7 @@ pub async fn transaction(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     commercial(&who, Scope::Observe)?;
-    match state.tasks.commerce().transaction(&id).await? {
+    match state.tasks.a202().transaction(&id).await? {
         Some(view) => Ok(Json(view)),
         None => Err(ApiError::not_found(format!(
             "no A202 stream for transaction {id}"

@@ -21,7 +21,7 @@ use super::jsonrpc::{self, Reply};
 use super::proto;
 use crate::a2a::{A2aError, Version};
 use crate::agentic::Surface;
-use crate::plumbing::{AppState, header_bearer};
+use crate::state::{AppState, header_bearer};
 
 /// The service's path prefix: `/{package}.{service}/`.
 pub const SERVICE: &str = "lf.a2a.v1.A2AService";
@@ -73,7 +73,7 @@ impl Rpc {
                 "A2A-Version {v} is not served over gRPC (1.0 is)"
             )));
         }
-        let who = crate::plumbing::authenticate(&self.state, &headers, header_bearer(&headers))
+        let who = crate::state::authenticate(&self.state, &headers, header_bearer(&headers))
             .await
             .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
         let activation = super::activate(&self.state.tasks, &headers, Surface::Other)?;

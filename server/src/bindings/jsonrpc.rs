@@ -19,7 +19,7 @@ use crate::agentic::Surface;
 use crate::agentic::idempotency;
 use crate::auth::Principal;
 use crate::extensions::Activation;
-use crate::plumbing::{AppState, header_bearer};
+use crate::state::{AppState, header_bearer};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
 
@@ -217,12 +217,12 @@ async fn handle(
             "{method} needs {wanted}"
         )));
     }
-    if crate::plumbing::refuse_query_token(query).is_err() {
+    if crate::state::refuse_query_token(query).is_err() {
         return Err(A2aError::InvalidRequest(
             "credentials in the URL query are refused".into(),
         ));
     }
-    let who = crate::plumbing::authenticate(state, headers, header_bearer(headers))
+    let who = crate::state::authenticate(state, headers, header_bearer(headers))
         .await
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
     let params = request.get("params").cloned().unwrap_or(json!({}));

@@ -44,7 +44,7 @@ pub fn activate(
     headers: &HeaderMap,
     surface: Surface,
 ) -> Result<Activation, A2aError> {
-    let declared: Vec<_> = std::iter::once(tasks.commerce().declared())
+    let declared: Vec<_> = std::iter::once(tasks.a202().declared())
         .chain(tasks.agentic().declared(surface))
         .collect();
     Ok(extensions::activate(headers, &declared)?)

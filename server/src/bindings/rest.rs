@@ -20,7 +20,7 @@ use crate::a2a::{A2aError, Version, Via, v03};
 use crate::agentic::Surface;
 use crate::auth::Principal;
 use crate::extensions;
-use crate::plumbing::{AppState, header_bearer};
+use crate::state::{AppState, header_bearer};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
 use wire::a2a::{Task, TaskPushNotificationConfig};
@@ -235,12 +235,12 @@ async fn principal(
     req_headers: &HeaderMap,
     query: Option<&str>,
 ) -> Result<Principal, A2aError> {
-    if crate::plumbing::refuse_query_token(query).is_err() {
+    if crate::state::refuse_query_token(query).is_err() {
         return Err(A2aError::InvalidRequest(
             "credentials in the URL query are refused; use the Authorization header".into(),
         ));
     }
-    crate::plumbing::authenticate(state, req_headers, header_bearer(req_headers))
+    crate::state::authenticate(state, req_headers, header_bearer(req_headers))
         .await
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))
 }

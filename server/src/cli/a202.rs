@@ -3,8 +3,8 @@
 use anyhow::{Context, Result};
 use serde_json::json;
 
+use crate::a202::seal::{Signer, seal};
 use crate::client::a202::{self, Exchange, read_object};
-use crate::commerce::seal::{Signer, seal};
 use crate::config::{A202Args, A202Op};
 
 /// 0 when the check (and submission) passed, 1 when refused, 2 on error.

@@ -7,9 +7,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::client::stdio::StdioAgent;
-use crate::client::{
-    self, Binding, ClientError, Connection, Events, Interface, Policy, with_policy,
-};
+use crate::client::{self, Binding, ClientError, Events, Interface, Link, Policy, with_policy};
 use crate::config::{A2aArgs, A2aOp};
 
 pub async fn run(args: A2aArgs) -> Result<()> {
@@ -145,7 +143,7 @@ impl Http {
     /// `op` on the interface the policy selects (falling back only on VersionNotSupported).
     async fn call<T, F, Fut>(&self, op: F) -> Result<(Interface, T), ClientError>
     where
-        F: Fn(Connection) -> Fut,
+        F: Fn(Link) -> Fut,
         Fut: std::future::Future<Output = Result<T, ClientError>>,
     {
         let token = self.token.as_deref();
@@ -163,7 +161,7 @@ impl Http {
     /// `op`'s answer, on whichever interface answered it.
     async fn answer<T, F, Fut>(&self, op: F) -> Result<T, ClientError>
     where
-        F: Fn(Connection) -> Fut,
+        F: Fn(Link) -> Fut,
         Fut: std::future::Future<Output = Result<T, ClientError>>,
     {
         self.call(op).await.map(|(_, answer)| answer)
@@ -274,7 +272,7 @@ fn print_card(card: &Value, candidates: &[Interface], json_out: bool) {
 /// `status`: the interface the policy selects, proven by a probe any speaking interface
 /// answers (TaskNotFound means it works).
 async fn status(remote: &Http, json_out: bool) -> Result<()> {
-    let probe = |c: Connection| async move {
+    let probe = |c: Link| async move {
         match c.get("ptyhost-status-probe", None).await {
             Err(ClientError::A2a { reason, .. }) if reason == "TASK_NOT_FOUND" => Ok(()),
             Err(e) => Err(e),
@@ -340,7 +338,7 @@ async fn watch(
         })
         .await
         .map_err(failed)?;
-    let conn = Connection {
+    let conn = Link {
         http: remote.http.clone(),
         token: remote.token.clone(),
         iface,

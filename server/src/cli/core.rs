@@ -6,7 +6,7 @@ use crate::a2a::{self, push};
 use crate::config::{self, StoreArgs};
 use crate::sessions::{self, Sessions};
 use crate::store::Store;
-use crate::{agentic, audit, cluster, commerce, executor};
+use crate::{a202, agentic, audit, cluster, executor};
 
 /// The agent without its transports: the store, the audit trail, the sessions and the
 /// task service, recovered from what a previous process left.
@@ -21,7 +21,7 @@ pub struct Core {
 impl Core {
     pub async fn start(
         store_args: &StoreArgs,
-        mut settings: sessions::Settings,
+        mut settings: sessions::SessionSettings,
         session: &config::SessionArgs,
         instance_id: &str,
         node: cluster::NodeSettings,
@@ -38,7 +38,7 @@ impl Core {
         let agentic = agentic::Agentic::start(
             &store,
             (instance_id, node.id()),
-            agentic::Settings {
+            agentic::ExtensionSettings {
                 profile: session.agentic.profile,
                 idempotency_ttl: session.agentic.idempotency_ttl,
                 sandboxed: settings.sandbox.enabled,
@@ -61,7 +61,7 @@ impl Core {
             allow_loopback: push_allow_loopback,
         };
         let push = push::Push::new(store.clone(), guard)?;
-        let commerce = commerce::Commerce::new(&session.commerce.settings()?, store.clone())?;
+        let a202 = a202::A202::new(&session.a202.settings()?, store.clone())?;
         let tasks = a2a::service::TaskService::new(
             store.clone(),
             session.executor.build(
@@ -72,7 +72,7 @@ impl Core {
                 },
             ),
             push,
-            commerce,
+            a202,
             agentic,
             std::sync::Arc::new(cluster::Peers {
                 node: node.clone(),

@@ -13,22 +13,22 @@ pub mod token;
 use std::process::ExitCode;
 
 pub use self::core::Core;
-use crate::config::{Command, StoreArgs};
+use crate::config::{CliCommand, StoreArgs};
 use crate::store::Store;
 
 /// Runs one command to its exit code.
-pub async fn run(command: Command) -> ExitCode {
+pub async fn run(command: CliCommand) -> ExitCode {
     let result = match command {
         // The STDIO binding defines its own exit codes.
-        Command::Stdio(args) => return ExitCode::from(stdio::run(args).await),
+        CliCommand::Stdio(args) => return ExitCode::from(stdio::run(args).await),
         // 0 passed, 1 refused (the refusal is printed), 2 could not run.
-        Command::A202(args) => return ExitCode::from(a202::run(args).await),
-        Command::Serve(args) => serve::run(*args).await,
-        Command::Token(args) => token::run(args).await,
-        Command::A2a(args) => a2a::run(args).await,
-        Command::Files(args) => files::run(args).await,
-        Command::Session(args) => session::run(args).await,
-        Command::Mcp(args) => mcp::run(args).await,
+        CliCommand::A202(args) => return ExitCode::from(a202::run(args).await),
+        CliCommand::Serve(args) => serve::run(*args).await,
+        CliCommand::Token(args) => token::run(args).await,
+        CliCommand::A2a(args) => a2a::run(args).await,
+        CliCommand::Files(args) => files::run(args).await,
+        CliCommand::Session(args) => session::run(args).await,
+        CliCommand::Mcp(args) => mcp::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

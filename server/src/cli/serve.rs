@@ -12,8 +12,8 @@ use crate::admission::Admission;
 use crate::auth::{self, Scope, TokenRequest};
 use crate::config::ServeArgs;
 use crate::http;
-use crate::plumbing::{AppInner, AppState};
 use crate::revocation::Revocations;
+use crate::state::{AppInner, AppState};
 use crate::{limits, tls};
 
 /// `ptyhost serve`: runs until SIGTERM or SIGINT, then shuts down in order: every session
@@ -90,7 +90,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             shutdown.cancel();
         }
     };
-    let server = http::server::Settings {
+    let server = http::server::ServerSettings {
         header_read_timeout: args.header_read_timeout()?,
         admission: Admission::new(args.admission()),
         tls,
@@ -167,7 +167,7 @@ pub(crate) async fn test_state(data_dir: &std::path::Path, flags: &[&str]) -> Ap
         data_dir.to_str().unwrap(),
     ];
     let cli = crate::config::Cli::try_parse_from(argv.iter().chain(flags)).unwrap();
-    let Some(crate::config::Command::Serve(args)) = cli.command else {
+    let Some(crate::config::CliCommand::Serve(args)) = cli.command else {
         unreachable!("the command is serve")
     };
     let core = Core::start(

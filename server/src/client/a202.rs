@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use wire::a2a::{Content, Message, Part, Role};
 
 use super::{ClientError, Policy, candidates, fetch_card, interfaces, with_policy};
-use crate::commerce::capability::{self, Supported, Unsupported, Versions};
-use crate::commerce::{self, Refusal, canonical};
+use crate::a202::capability::{self, Supported, Unsupported, Versions};
+use crate::a202::{self, A202Refusal, canonical};
 use crate::extensions;
 
 /// What the command reports: passed, or refused with an A202 code.
@@ -18,8 +18,8 @@ enum Outcome {
     Refused { code: &'static str, message: String },
 }
 
-impl From<Refusal> for Outcome {
-    fn from(r: Refusal) -> Outcome {
+impl From<A202Refusal> for Outcome {
+    fn from(r: A202Refusal) -> Outcome {
         Outcome::Refused {
             code: r.code().unwrap_or("kernel_validation"),
             message: r.to_string(),
@@ -58,19 +58,16 @@ pub async fn exchange(args: Exchange<'_>) -> Result<u8> {
         json,
     } = args;
     let outcome = if insecure(url)? {
-        Outcome::from(Refusal::EndpointInsecure)
+        Outcome::from(A202Refusal::EndpointInsecure)
     } else {
         // Every request activates the extension (a card or preflight GET ignores it).
         let mut activation = reqwest::header::HeaderMap::new();
         for name in [
             extensions::HEADER,
             extensions::LEGACY_HEADER,
-            commerce::HTTP_HEADER,
+            a202::HTTP_HEADER,
         ] {
-            activation.insert(
-                name,
-                reqwest::header::HeaderValue::from_static(commerce::URI),
-            );
+            activation.insert(name, reqwest::header::HeaderValue::from_static(a202::URI));
         }
         let http = reqwest::Client::builder()
             .default_headers(activation)
@@ -127,7 +124,7 @@ impl Counterparty<'_> {
         };
         let supported = match capability::check(local, surface.as_ref().map_err(Clone::clone)) {
             Ok(s) => s,
-            Err(_) => return Outcome::from(Refusal::ExtensionUnsupported),
+            Err(_) => return Outcome::from(A202Refusal::ExtensionUnsupported),
         };
         let (Some(object), Ok(surface)) = (object, surface) else {
             return Outcome::Done(checked(&supported));
@@ -152,13 +149,13 @@ impl Counterparty<'_> {
     async fn over_a2a(&self, card: &Value, object: &Value, bytes: Vec<u8>) -> Outcome {
         let part = Part {
             content: Content::Raw(bytes),
-            media_type: Some(commerce::MEDIA_TYPE.into()),
+            media_type: Some(a202::MEDIA_TYPE.into()),
             filename: None,
             metadata: None,
         };
         let mut metadata = serde_json::Map::new();
         metadata.insert(
-            commerce::URI.into(),
+            a202::URI.into(),
             json!({ "transaction_id": object["transaction_id"] }),
         );
         let message = Message {
@@ -168,7 +165,7 @@ impl Counterparty<'_> {
             role: Role::User,
             parts: vec![part],
             metadata: Some(metadata),
-            extensions: vec![commerce::URI.into()],
+            extensions: vec![a202::URI.into()],
             reference_task_ids: Vec::new(),
         };
         let all = match interfaces(card) {
@@ -188,16 +185,16 @@ impl Counterparty<'_> {
         )
         .await;
         match sent {
-            Ok((_, (answer, echo))) if echo.iter().any(|u| u == commerce::URI) => {
+            Ok((_, (answer, echo))) if echo.iter().any(|u| u == a202::URI) => {
                 let task = &answer["task"];
                 Outcome::Done(json!({
                     "outcome": "accepted",
                     "task_id": task["id"],
                     "state": task["status"]["state"],
-                    "receipts": task["metadata"][commerce::URI]["receipts"],
+                    "receipts": task["metadata"][a202::URI]["receipts"],
                 }))
             }
-            Ok(_) => Outcome::from(Refusal::ExtensionUnsupported),
+            Ok(_) => Outcome::from(A202Refusal::ExtensionUnsupported),
             Err(e) => failed(e),
         }
     }
@@ -207,7 +204,7 @@ impl Counterparty<'_> {
         let mut req = self
             .http
             .post(format!("{}/a202/objects", origin(self.url)))
-            .header(reqwest::header::CONTENT_TYPE, commerce::MEDIA_TYPE)
+            .header(reqwest::header::CONTENT_TYPE, a202::MEDIA_TYPE)
             .body(bytes);
         if let Some(token) = self.token {
             req = req.bearer_auth(token);
@@ -217,13 +214,13 @@ impl Counterparty<'_> {
             Err(e) => return failed(ClientError::Transport(e.to_string())),
         };
         let status = resp.status();
-        let echoed = extensions::listed(resp.headers(), commerce::HTTP_HEADER)
+        let echoed = extensions::listed(resp.headers(), a202::HTTP_HEADER)
             .iter()
-            .any(|u| u == commerce::URI);
+            .any(|u| u == a202::URI);
         let body: Value = resp.json().await.unwrap_or(Value::Null);
         match (status.as_u16(), echoed) {
             (202, true) => Outcome::Done(json!({ "outcome": "accepted", "status": 202 })),
-            (202, false) => Outcome::from(Refusal::ExtensionUnsupported),
+            (202, false) => Outcome::from(A202Refusal::ExtensionUnsupported),
             (code, _) => Outcome::Refused {
                 code: match body["code"].as_str() {
                     Some(c) => registered(c),
@@ -239,7 +236,7 @@ impl Counterparty<'_> {
 fn checked(s: &Supported) -> Value {
     json!({
         "outcome": "supported",
-        "uri": commerce::URI,
+        "uri": a202::URI,
         "required": s.required,
         "read_versions": s.theirs.read_versions,
         "write_version": s.theirs.write_version,
@@ -264,7 +261,7 @@ fn origin(url: &str) -> String {
 
 /// A code the counterparty sent, as one of ours (anything else is reported as refused).
 fn registered(code: &str) -> &'static str {
-    commerce::CODES
+    a202::CODES
         .into_iter()
         .find(|c| *c == code)
         .unwrap_or("refused")

@@ -5,7 +5,7 @@ use super::*;
 
 /// One interface, spoken to.
 #[derive(Clone)]
-pub struct Connection {
+pub struct Link {
     pub http: reqwest::Client,
     pub token: Option<String>,
     pub iface: Interface,
@@ -13,7 +13,7 @@ pub struct Connection {
     pub headers: reqwest::header::HeaderMap,
 }
 
-impl Connection {
+impl Link {
     pub(super) fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
         let mut req = self.http.request(method, url).headers(self.headers.clone());
         if let Some(t) = &self.token {

@@ -15,10 +15,10 @@ pub async fn with_policy<T, F, Fut>(
     op: F,
 ) -> Result<(Interface, T), ClientError>
 where
-    F: Fn(Connection) -> Fut,
+    F: Fn(Link) -> Fut,
     Fut: std::future::Future<Output = Result<T, ClientError>>,
 {
-    let connect = |iface: &Interface| Connection {
+    let connect = |iface: &Interface| Link {
         http: http.clone(),
         token: token.map(str::to_owned),
         iface: iface.clone(),

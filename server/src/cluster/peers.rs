@@ -7,10 +7,10 @@ use serde_json::Value;
 use wire::a2a::StreamResponse;
 
 use super::{Node, Owner};
-use crate::a2a::service::Elsewhere;
+use crate::a2a::service::Cluster;
 use crate::a2a::{A2aError, Version};
 use crate::auth::Principal;
-use crate::client::{Binding, ClientError, Connection, Interface};
+use crate::client::{Binding, ClientError, Interface, Link};
 use crate::sessions::Sessions;
 
 /// This node's view of where sessions run, and its way of calling the others.
@@ -21,7 +21,7 @@ pub struct Peers {
 }
 
 impl Peers {
-    fn connection(&self, url: &str, who: &Principal, extensions: &[&str]) -> Connection {
+    fn connection(&self, url: &str, who: &Principal, extensions: &[&str]) -> Link {
         let mut headers: reqwest::header::HeaderMap = super::forward::headers(&self.node, who)
             .into_iter()
             .map(|(name, value)| (reqwest::header::HeaderName::from_static(name), value))
@@ -31,7 +31,7 @@ impl Peers {
         {
             headers.insert(crate::extensions::HEADER, listed);
         }
-        Connection {
+        Link {
             http: self.node.http().clone(),
             token: None,
             iface: Interface {
@@ -45,7 +45,7 @@ impl Peers {
 }
 
 #[async_trait::async_trait]
-impl Elsewhere for Peers {
+impl Cluster for Peers {
     async fn node_of(&self, context_id: &str) -> anyhow::Result<Option<String>> {
         if self.sessions.live(context_id).is_some() {
             return Ok(None);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::sessions::Settings;
+use crate::sessions::SessionSettings;
 
 mod tools;
 pub use tools::*;
@@ -20,11 +20,11 @@ pub use tools::*;
 )]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub command: Option<CliCommand>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum CliCommand {
     /// Serve the agent, its sessions and the web UI over HTTP.
     Serve(Box<ServeArgs>),
     /// Create, list and revoke bearer tokens.
@@ -150,7 +150,7 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// The session settings, after checking the heartbeat and session numbers.
-    pub fn settings(&self) -> anyhow::Result<Settings> {
+    pub fn settings(&self) -> anyhow::Result<SessionSettings> {
         let (interval, timeout) = self.heartbeat()?;
         anyhow::ensure!(
             !interval.is_zero(),
@@ -195,7 +195,7 @@ impl ServeArgs {
 
     /// The connection caps; an automatic `--max-connections` raises the open-files limit
     /// as far as the system lets it first.
-    pub fn admission(&self) -> crate::admission::Settings {
+    pub fn admission(&self) -> crate::admission::AdmissionSettings {
         let max_open = match self.max_connections {
             0 => {
                 let files = crate::sys::raise_open_files_limit();
@@ -205,7 +205,7 @@ impl ServeArgs {
             }
             n => n,
         };
-        crate::admission::Settings {
+        crate::admission::AdmissionSettings {
             max_open,
             max_unauthenticated: self.max_unauthenticated_per_address.max(1),
         }
@@ -297,7 +297,7 @@ pub struct SessionArgs {
     #[arg(long, env = "PTYHOST_EXECUTOR", value_enum, default_value = "shell")]
     pub executor: crate::executor::Kind,
     #[command(flatten)]
-    pub commerce: CommerceArgs,
+    pub a202: A202Flags,
     #[command(flatten)]
     pub agentic: AgenticArgs,
     #[command(flatten)]
@@ -364,10 +364,13 @@ impl SandboxArgs {
     /// The sandbox settings for a server whose data directory is `data_dir`: with `on`,
     /// after a probe that starts one confined program; a host that cannot confine is an
     /// error that names what is missing.
-    pub fn settings(&self, data_dir: &std::path::Path) -> anyhow::Result<crate::sandbox::Settings> {
+    pub fn settings(
+        &self,
+        data_dir: &std::path::Path,
+    ) -> anyhow::Result<crate::sandbox::SandboxSettings> {
         use crate::sandbox;
         if self.mode == OnOff::Off {
-            return Ok(sandbox::Settings::off());
+            return Ok(sandbox::SandboxSettings::off());
         }
         let defaults = sandbox::Limits {
             network: self.network,
@@ -376,9 +379,9 @@ impl SandboxArgs {
             cpus: self.cpus.unwrap_or_else(sandbox::cores),
         };
         // The defaults must be limits a session could be given.
-        let unchecked = sandbox::Settings {
+        let unchecked = sandbox::SandboxSettings {
             defaults,
-            ..sandbox::Settings::off()
+            ..sandbox::SandboxSettings::off()
         };
         unchecked
             .resolve(Some(&sandbox::Request::default()), true)
@@ -398,7 +401,7 @@ impl SandboxArgs {
                  unconfined sessions only when asked: run it with --sandbox off"
             )
         })?;
-        Ok(sandbox::Settings {
+        Ok(sandbox::SandboxSettings {
             enabled: true,
             workspaces,
             data_dir,
@@ -424,8 +427,8 @@ pub struct FileArgs {
 }
 
 impl FileArgs {
-    pub fn settings(&self) -> crate::files::Settings {
-        crate::files::Settings {
+    pub fn settings(&self) -> crate::files::FileSettings {
+        crate::files::FileSettings {
             max_file_bytes: self.max_file_bytes.as_u64(),
             observer_downloads: self.observer_downloads,
             fetch_urls: self.fetch_file_urls,
@@ -448,7 +451,7 @@ pub struct AgenticArgs {
 
 /// The A202 commercial extension this agent declares and how it verifies what it receives.
 #[derive(Debug, Clone, Args)]
-pub struct CommerceArgs {
+pub struct A202Flags {
     /// Require the A202 extension: every A2A request must activate it.
     #[arg(long = "a202-required", env = "PTYHOST_A202_REQUIRED")]
     pub required: bool,
@@ -480,9 +483,9 @@ pub struct A202Versions {
     pub write_version: String,
 }
 
-impl CommerceArgs {
-    pub fn settings(&self) -> anyhow::Result<crate::commerce::Settings> {
-        Ok(crate::commerce::Settings {
+impl A202Flags {
+    pub fn settings(&self) -> anyhow::Result<crate::a202::A202Settings> {
+        Ok(crate::a202::A202Settings {
             required: self.required,
             versions: self.versions.local()?,
             keys: self.keys.clone(),
@@ -491,15 +494,15 @@ impl CommerceArgs {
 }
 
 impl A202Versions {
-    pub fn local(&self) -> anyhow::Result<crate::commerce::capability::Versions> {
-        crate::commerce::capability::Versions::local(&self.read_versions, &self.write_version)
+    pub fn local(&self) -> anyhow::Result<crate::a202::capability::Versions> {
+        crate::a202::capability::Versions::local(&self.read_versions, &self.write_version)
             .map_err(|e| anyhow::anyhow!("A202 versions: {e}"))
     }
 }
 
 impl SessionArgs {
     /// The session settings, after checking that the numbers make sense together.
-    pub fn settings(&self) -> anyhow::Result<Settings> {
+    pub fn settings(&self) -> anyhow::Result<SessionSettings> {
         let secs = |name: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
                 Ok(Duration::from_secs_f64(v))
@@ -529,7 +532,7 @@ impl SessionArgs {
             self.max_store_bytes.as_u64() >= 1024 * 1024,
             "--max-store-bytes must be at least 1MiB"
         );
-        Ok(Settings {
+        Ok(SessionSettings {
             replay_frames: self.replay_frames,
             replay_retention: Duration::from_secs(self.replay_retention),
             replay_max_bytes: self.replay_max_bytes.as_u64(),
@@ -545,7 +548,7 @@ impl SessionArgs {
             shell_rc: None,
             tmux_socket: None,
             shell_pool: self.shell_pool,
-            sandbox: crate::sandbox::Settings::off(),
+            sandbox: crate::sandbox::SandboxSettings::off(),
         })
     }
 }
@@ -589,7 +592,7 @@ mod tests {
     #[test]
     fn serve_defaults_match_the_interface_contract() {
         let Cli {
-            command: Some(Command::Serve(a)),
+            command: Some(CliCommand::Serve(a)),
         } = Cli::parse_from(["ptyhost", "serve"])
         else {
             panic!("serve expected")
@@ -612,7 +615,7 @@ mod tests {
 
     #[test]
     fn inconsistent_heartbeat_is_refused() {
-        let Some(Command::Serve(a)) = Cli::parse_from([
+        let Some(CliCommand::Serve(a)) = Cli::parse_from([
             "ptyhost",
             "serve",
             "--heartbeat-interval",

@@ -281,10 +281,10 @@ pub enum A202Algorithm {
 }
 
 impl A202Algorithm {
-    pub fn algorithm(self) -> crate::commerce::keys::Algorithm {
+    pub fn algorithm(self) -> crate::a202::keys::Algorithm {
         match self {
-            A202Algorithm::Es256 => crate::commerce::keys::Algorithm::Es256,
-            A202Algorithm::Eddsa => crate::commerce::keys::Algorithm::EdDsa,
+            A202Algorithm::Es256 => crate::a202::keys::Algorithm::Es256,
+            A202Algorithm::Eddsa => crate::a202::keys::Algorithm::EdDsa,
         }
     }
 }

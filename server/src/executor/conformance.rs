@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 use wire::a2a::{Artifact, Content, Message, Part, Task, TaskState};
 
-use super::{Executor, Plan, Refused, Run, Update, Work};
+use super::{Executor, ExecutorRefusal, Plan, Run, Update, Work};
 use crate::auth::Principal;
 
 /// Plays the scenario a message's id names. A task that asks for input waits for its
@@ -29,9 +29,9 @@ impl Executor for Conformance {
         with_objects: bool,
         streaming: bool,
         work: Work,
-    ) -> Result<Plan, Refused> {
+    ) -> Result<Plan, ExecutorRefusal> {
         if with_objects {
-            return Err(Refused::Unsupported(
+            return Err(ExecutorRefusal::Unsupported(
                 "the conformance executor takes A202 objects only in a message without a command"
                     .into(),
             ));
@@ -51,10 +51,10 @@ impl Executor for Conformance {
         })
     }
 
-    async fn answer(&self, task: &Task, answer: Message) -> Result<(), Refused> {
+    async fn answer(&self, task: &Task, answer: Message) -> Result<(), ExecutorRefusal> {
         let waiter = self.waiting.lock().unwrap().remove(&task.id);
         waiter.and_then(|w| w.send(answer).ok()).ok_or_else(|| {
-            Refused::Unsupported(format!("task {} is no longer waiting for input", task.id))
+            ExecutorRefusal::Unsupported(format!("task {} is no longer waiting for input", task.id))
         })
     }
 

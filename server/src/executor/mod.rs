@@ -97,7 +97,7 @@ pub type Run = BoxFuture<'static, ()>;
 
 /// Why an executor would not take a message, in the words of the A2A error it becomes.
 #[derive(Debug, thiserror::Error)]
-pub enum Refused {
+pub enum ExecutorRefusal {
     #[error("{0}")]
     InvalidParams(String),
     #[error("{0}")]
@@ -121,10 +121,10 @@ pub trait Executor: Send + Sync {
         with_objects: bool,
         streaming: bool,
         work: Work,
-    ) -> Result<Plan, Refused>;
+    ) -> Result<Plan, ExecutorRefusal>;
 
     /// Hands `answer` to `task`, which waits for input; its run then reports `Answered`.
-    async fn answer(&self, task: &Task, answer: Message) -> Result<(), Refused>;
+    async fn answer(&self, task: &Task, answer: Message) -> Result<(), ExecutorRefusal>;
 
     /// Asks a running task to stop (its `Work::cancel` is already set).
     async fn cancel(&self, task: &Task);

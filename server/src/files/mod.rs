@@ -21,7 +21,7 @@ pub use error::FileError;
 
 /// What `serve` allows.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct FileSettings {
     /// The largest file a transfer may write.
     pub max_file_bytes: u64,
     /// Observers (`pty:observe`) may read files, not only controllers.

@@ -15,7 +15,7 @@ use tokio_util::io::ReaderStream;
 use crate::audit::{self, Event};
 use crate::auth::{Principal, Scope};
 use crate::files::{self, Download, FileError, Found, RelPath};
-use crate::plumbing::{ApiError, AppState};
+use crate::state::{ApiError, AppState};
 
 /// A download reads the file this much at a time (each read is a trip to a blocking thread).
 const READ_CHUNK: usize = 512 * 1024;

@@ -25,7 +25,7 @@ use leptos_axum::{LeptosRoutes, generate_route_list};
 use crate::bindings::{a202, grpc, jsonrpc, mcp, pty_ws, rest};
 use crate::card;
 use crate::cluster::{Owner, forward};
-use crate::plumbing::{ApiError, AppState};
+use crate::state::{ApiError, AppState};
 
 pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAddr) -> Router {
     let leptos = LeptosOptions::builder()
@@ -176,8 +176,8 @@ async fn to_owner(
     let Some(Owner::There { url, .. }) = owner else {
         return next.run(req).await;
     };
-    let bearer = crate::plumbing::header_bearer(req.headers());
-    match crate::plumbing::authenticate(&state, req.headers(), bearer).await {
+    let bearer = crate::state::header_bearer(req.headers());
+    match crate::state::authenticate(&state, req.headers(), bearer).await {
         Ok(who) if params.get("sid").is_some_and(|sid| who.sees_session(sid)) => {
             forward::http(&state.node, &who, &url, req)
                 .await

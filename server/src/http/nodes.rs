@@ -6,7 +6,7 @@ use wire::control;
 
 use crate::auth::{Principal, Scope};
 use crate::clock;
-use crate::plumbing::{ApiError, AppState, require};
+use crate::state::{ApiError, AppState, require};
 
 pub async fn list(
     State(state): State<AppState>,

@@ -10,8 +10,8 @@ use serde::Deserialize;
 
 use super::sessions::{SessionPath, visible};
 use crate::auth::Principal;
-use crate::plumbing::{ApiError, AppState};
 use crate::sessions::envelope;
+use crate::state::{ApiError, AppState};
 
 /// Frames in one page at most.
 const MAX_PAGE: u32 = 1000;

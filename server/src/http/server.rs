@@ -31,7 +31,7 @@ const MAX_REFUSING: usize = 64;
 /// How long serving connections may take to finish after shutdown begins.
 const DRAIN_WAIT: Duration = Duration::from_secs(5);
 
-pub struct Settings {
+pub struct ServerSettings {
     pub header_read_timeout: Duration,
     pub admission: Admission,
     pub tls: Option<TlsAcceptor>,
@@ -42,7 +42,7 @@ pub struct Settings {
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    settings: Settings,
+    settings: ServerSettings,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());

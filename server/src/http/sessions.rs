@@ -16,8 +16,8 @@ use wire::{CloseReason, control};
 use crate::audit;
 use crate::auth::{self, Principal, Scope, TokenRequest};
 use crate::clock;
-use crate::plumbing::{ApiError, AppState, require};
 use crate::sessions::{self, SessionView, SpecError, SpecRequest};
+use crate::state::{ApiError, AppState, require};
 
 const DEFAULT_SHARE_TTL: u64 = 3600;
 const MAX_SHARE_TTL: u64 = 30 * 24 * 3600;

@@ -91,7 +91,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 /// A request this server refuses.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum Refusal {
+pub enum SandboxRefusal {
     #[error("{0}")]
     Invalid(String),
     /// Raising a cap above the server's default needs `pty:admin`.
@@ -101,7 +101,7 @@ pub enum Refusal {
 
 /// The server's sandbox: on or off, its defaults, and what the host enforces them with.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct SandboxSettings {
     pub enabled: bool,
     /// Where fresh workspaces are made (`DIR/{session_id}`).
     pub workspaces: PathBuf,
@@ -112,10 +112,10 @@ pub struct Settings {
     pub probe: Option<Probe>,
 }
 
-impl Settings {
-    /// Settings with the sandbox off.
-    pub fn off() -> Settings {
-        Settings {
+impl SandboxSettings {
+    /// SandboxSettings with the sandbox off.
+    pub fn off() -> SandboxSettings {
+        SandboxSettings {
             enabled: false,
             workspaces: PathBuf::new(),
             data_dir: PathBuf::new(),
@@ -127,25 +127,29 @@ impl Settings {
 
     /// A session's limits: the defaults, lowered (by anyone) or raised (by an admin) as
     /// `request` asks.
-    pub fn resolve(&self, request: Option<&Request>, admin: bool) -> Result<Limits, Refusal> {
+    pub fn resolve(
+        &self,
+        request: Option<&Request>,
+        admin: bool,
+    ) -> Result<Limits, SandboxRefusal> {
         let d = self.defaults;
         let Some(r) = request else {
             return Ok(d);
         };
         let raising = |what: &str, default: String| {
-            Refusal::Forbidden(format!(
+            SandboxRefusal::Forbidden(format!(
                 "raising the sandbox's {what} above the server's {default} needs pty:admin"
             ))
         };
         let network = r.network.unwrap_or(d.network);
         if network == Network::Host && d.network == Network::None && !admin {
-            return Err(Refusal::Forbidden(
+            return Err(SandboxRefusal::Forbidden(
                 "network \"host\" needs pty:admin on this server (its default is \"none\")".into(),
             ));
         }
         let memory_bytes = r.memory.unwrap_or(d.memory_bytes);
         if memory_bytes < MIN_MEMORY {
-            return Err(Refusal::Invalid(format!(
+            return Err(SandboxRefusal::Invalid(format!(
                 "sandbox memory must be at least 16MiB, not {memory_bytes} bytes"
             )));
         }
@@ -157,7 +161,7 @@ impl Settings {
         }
         let pids = r.pids.unwrap_or(d.pids);
         if pids < MIN_PIDS {
-            return Err(Refusal::Invalid(format!(
+            return Err(SandboxRefusal::Invalid(format!(
                 "sandbox pids must be at least {MIN_PIDS}, not {pids}"
             )));
         }
@@ -166,7 +170,7 @@ impl Settings {
         }
         let cpus = r.cpus.unwrap_or(d.cpus);
         if !(0.01..=1024.0).contains(&cpus) {
-            return Err(Refusal::Invalid(format!(
+            return Err(SandboxRefusal::Invalid(format!(
                 "sandbox cpus must be between 0.01 and 1024, not {cpus}"
             )));
         }
@@ -184,15 +188,15 @@ impl Settings {
     /// Checks a workspace a caller names: an existing directory that holds neither the
     /// data directory nor the workspaces folder (a folder inside them is its own view: the
     /// session sees that folder alone).
-    pub fn check_workspace(&self, dir: &Path) -> Result<PathBuf, Refusal> {
+    pub fn check_workspace(&self, dir: &Path) -> Result<PathBuf, SandboxRefusal> {
         let dir = std::fs::canonicalize(dir)
             .ok()
             .filter(|d| d.is_dir())
             .ok_or_else(|| {
-                Refusal::Invalid(format!("cwd {:?} is not a directory", dir.display()))
+                SandboxRefusal::Invalid(format!("cwd {:?} is not a directory", dir.display()))
             })?;
         if self.data_dir.starts_with(&dir) || self.workspaces.starts_with(&dir) {
-            return Err(Refusal::Invalid(format!(
+            return Err(SandboxRefusal::Invalid(format!(
                 "cwd {:?} holds ptyhost's data directory; a sandboxed session's workspace \
                  must not",
                 dir.display()
@@ -240,15 +244,15 @@ impl Settings {
 mod tests {
     use super::*;
 
-    fn settings() -> Settings {
-        Settings {
+    fn settings() -> SandboxSettings {
+        SandboxSettings {
             defaults: Limits {
                 network: Network::None,
                 memory_bytes: 1 << 30,
                 pids: 256,
                 cpus: 2.0,
             },
-            ..Settings::off()
+            ..SandboxSettings::off()
         }
     }
 
@@ -270,7 +274,10 @@ mod tests {
         ] {
             let r = request(raise);
             assert!(
-                matches!(s.resolve(Some(&r), false), Err(Refusal::Forbidden(_))),
+                matches!(
+                    s.resolve(Some(&r), false),
+                    Err(SandboxRefusal::Forbidden(_))
+                ),
                 "{raise}"
             );
             assert!(s.resolve(Some(&r), true).is_ok(), "{raise}");
@@ -283,7 +290,7 @@ mod tests {
         for bad in [r#"{"memory": 1000}"#, r#"{"pids": 1}"#, r#"{"cpus": 0}"#] {
             let r = request(bad);
             assert!(
-                matches!(s.resolve(Some(&r), true), Err(Refusal::Invalid(_))),
+                matches!(s.resolve(Some(&r), true), Err(SandboxRefusal::Invalid(_))),
                 "{bad}"
             );
         }
@@ -298,7 +305,7 @@ mod tests {
         let workspaces = data.join("workspaces");
         std::fs::create_dir_all(workspaces.join("one")).unwrap();
         std::fs::create_dir_all(root.path().join("project")).unwrap();
-        let s = Settings {
+        let s = SandboxSettings {
             data_dir: std::fs::canonicalize(&data).unwrap(),
             workspaces: std::fs::canonicalize(&workspaces).unwrap(),
             ..settings()

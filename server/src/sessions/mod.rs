@@ -43,7 +43,7 @@ use host::Host;
 
 /// The knobs of every session, from the `serve` flags.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct SessionSettings {
     pub replay_frames: usize,
     pub replay_retention: Duration,
     /// Bytes of frames one session keeps in the store at most.
@@ -68,7 +68,7 @@ pub struct Settings {
     /// Default shells kept started for messages without a contextId (`--shell-pool`).
     pub shell_pool: usize,
     /// How sessions are confined (`--sandbox`).
-    pub sandbox: crate::sandbox::Settings,
+    pub sandbox: crate::sandbox::SandboxSettings,
 }
 
 /// Live facts about a session for listings.
@@ -87,7 +87,7 @@ pub struct SessionHandle {
     pub id: String,
     /// The session's program is a shell with integration: it can run tasks.
     pub shell: bool,
-    commands: mpsc::Sender<Command>,
+    commands: mpsc::Sender<SessionCommand>,
     status: watch::Receiver<LiveStatus>,
     last_sequence: Arc<AtomicU64>,
     persisted: watch::Receiver<actor::Persisted>,
@@ -146,20 +146,24 @@ impl SessionHandle {
     }
 
     /// Sends a command and waits for its reply; `None` when the session has ended.
-    pub async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
+    pub async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> SessionCommand,
+    ) -> Option<T> {
         let (tx, rx) = oneshot::channel();
         self.commands.send(make(tx)).await.ok()?;
         rx.await.ok()
     }
 
-    pub async fn tell(&self, command: Command) -> bool {
+    pub async fn tell(&self, command: SessionCommand) -> bool {
         self.commands.send(command).await.is_ok()
     }
 
     /// For drop guards: a leave that must not wait.
     pub fn leave_now(&self, client_id: String) {
-        if let Err(mpsc::error::TrySendError::Full(cmd)) =
-            self.commands.try_send(Command::Leave(client_id, None))
+        if let Err(mpsc::error::TrySendError::Full(cmd)) = self
+            .commands
+            .try_send(SessionCommand::Leave(client_id, None))
         {
             let commands = self.commands.clone();
             tokio::spawn(async move { commands.send(cmd).await });
@@ -185,7 +189,7 @@ pub struct Sessions {
 struct Inner {
     store: Store,
     audit: crate::audit::Audit,
-    settings: Settings,
+    settings: SessionSettings,
     instance_id: String,
     /// The node this process is (sessions it creates run here).
     node_id: String,
@@ -198,7 +202,7 @@ impl Sessions {
     pub fn new(
         store: Store,
         audit: crate::audit::Audit,
-        settings: Settings,
+        settings: SessionSettings,
         instance_id: String,
         node_id: String,
     ) -> Sessions {
@@ -216,7 +220,7 @@ impl Sessions {
         }
     }
 
-    pub fn settings(&self) -> &Settings {
+    pub fn settings(&self) -> &SessionSettings {
         &self.inner.settings
     }
 
@@ -563,7 +567,7 @@ impl Sessions {
     /// Ends a running session; false when it is not running.
     pub async fn terminate(&self, id: &str, reason: CloseReason) -> bool {
         match self.live(id) {
-            Some(h) => h.tell(Command::Terminate(reason)).await,
+            Some(h) => h.tell(SessionCommand::Terminate(reason)).await,
             None => false,
         }
     }
@@ -575,7 +579,7 @@ impl Sessions {
         let handles: Vec<SessionHandle> =
             self.inner.live.lock().unwrap().values().cloned().collect();
         for h in handles {
-            h.tell(Command::Terminate(CloseReason::InstanceTerminated))
+            h.tell(SessionCommand::Terminate(CloseReason::InstanceTerminated))
                 .await;
         }
         self.inner.tasks.close();
@@ -638,8 +642,8 @@ pub fn rebuild_screen(frames: &[Frame], cols: u16, rows: u16) -> screen::Screen 
 mod tests {
     use super::*;
 
-    fn settings() -> Settings {
-        Settings {
+    fn settings() -> SessionSettings {
+        SessionSettings {
             replay_frames: 1000,
             replay_retention: Duration::from_secs(86400),
             replay_max_bytes: 256 << 20,
@@ -655,7 +659,7 @@ mod tests {
             shell_rc: None,
             tmux_socket: None,
             shell_pool: 0,
-            sandbox: crate::sandbox::Settings::off(),
+            sandbox: crate::sandbox::SandboxSettings::off(),
         }
     }
 

@@ -126,7 +126,7 @@ impl Sessions {
         if closed {
             // Started while the server stops, after it told every session to end.
             handle
-                .tell(super::Command::Terminate(
+                .tell(super::SessionCommand::Terminate(
                     wire::CloseReason::InstanceTerminated,
                 ))
                 .await;
@@ -137,7 +137,7 @@ impl Sessions {
             _ => {
                 tracing::warn!(session_id = %row.id, "a pooled shell printed no prompt; it is ended");
                 handle
-                    .tell(super::Command::Terminate(wire::CloseReason::Error))
+                    .tell(super::SessionCommand::Terminate(wire::CloseReason::Error))
                     .await;
                 None
             }

@@ -75,7 +75,7 @@ pub enum Outbound {
     /// A JSON text frame.
     Frame(Bytes),
     /// PTY output in the member's encoding (`binary`: a `PW1O` frame), and when it was queued:
-    /// a connection that falls behind skips output gone stale (`Command::Resync`).
+    /// a connection that falls behind skips output gone stale (`SessionCommand::Resync`).
     Output {
         frame: Bytes,
         binary: bool,
@@ -188,28 +188,33 @@ pub enum Replay {
 
 /// A refusal from the session, in the binding's vocabulary.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Refusal {
+pub struct SessionRefusal {
     pub code: wire::ErrorCode,
     pub message: String,
 }
 
-impl Refusal {
-    pub fn new(code: wire::ErrorCode, message: impl Into<String>) -> Refusal {
-        Refusal {
+impl SessionRefusal {
+    pub fn new(code: wire::ErrorCode, message: impl Into<String>) -> SessionRefusal {
+        SessionRefusal {
             code,
             message: message.into(),
         }
     }
 }
 
-pub enum Command {
-    Join(JoinRequest, oneshot::Sender<Result<Joined, Refusal>>),
+pub enum SessionCommand {
+    Join(JoinRequest, oneshot::Sender<Result<Joined, SessionRefusal>>),
     /// Leave; the reply (if asked for) is the final `MembershipChanged`.
     Leave(String, Option<oneshot::Sender<Bytes>>),
-    Input(String, Vec<u8>, oneshot::Sender<Result<(), Refusal>>),
-    Resize(String, u16, u16, oneshot::Sender<Result<(), Refusal>>),
-    RequestRole(String, Role, oneshot::Sender<Result<(), Refusal>>),
-    RequestKeyframe(String, oneshot::Sender<Result<(), Refusal>>),
+    Input(String, Vec<u8>, oneshot::Sender<Result<(), SessionRefusal>>),
+    Resize(
+        String,
+        u16,
+        u16,
+        oneshot::Sender<Result<(), SessionRefusal>>,
+    ),
+    RequestRole(String, Role, oneshot::Sender<Result<(), SessionRefusal>>),
+    RequestKeyframe(String, oneshot::Sender<Result<(), SessionRefusal>>),
     /// A keyframe of the screen now, for a connection that has not joined.
     Keyframe(oneshot::Sender<Bytes>),
     /// The member's connection skipped stale output: send it `PTY_OUTPUT_LAGGED` and a
@@ -217,14 +222,18 @@ pub enum Command {
     Resync(String),
     /// The member has rendered every output frame up to the ack's sequence (and may ask
     /// for a smaller window).
-    Ack(String, wire::Ack, oneshot::Sender<Result<(), Refusal>>),
+    Ack(
+        String,
+        wire::Ack,
+        oneshot::Sender<Result<(), SessionRefusal>>,
+    ),
     /// Input from an agent's tool call (MCP `send_keys`): typed as a controller types,
     /// without joining.
-    Type(Vec<u8>, oneshot::Sender<Result<(), Refusal>>),
+    Type(Vec<u8>, oneshot::Sender<Result<(), SessionRefusal>>),
     /// The visible screen as text, and what runs in the terminal.
     Screen(oneshot::Sender<ScreenText>),
     /// Queue a command line for the session's shell.
-    RunTask(TaskRun, oneshot::Sender<Result<(), Refusal>>),
+    RunTask(TaskRun, oneshot::Sender<Result<(), SessionRefusal>>),
     /// Type the answer to a task waiting for input; the reply says whether it was typed.
     AnswerTask(String, wire::a2a::Message, oneshot::Sender<bool>),
     /// Cancel a queued or running task: Ctrl-C, then SIGKILL of the foreground job.

@@ -21,7 +21,11 @@ pub struct Sandboxed {
 
 impl Sandboxed {
     /// Makes the workspace (a fresh `DIR/{id}` unless the caller named one) and the cgroup.
-    pub fn make(id: &str, confined: &Confined, settings: &sandbox::Settings) -> Result<Sandboxed> {
+    pub fn make(
+        id: &str,
+        confined: &Confined,
+        settings: &sandbox::SandboxSettings,
+    ) -> Result<Sandboxed> {
         let workspace = match &confined.workspace {
             Some(w) => w.clone(),
             None => {
@@ -47,7 +51,7 @@ impl Sandboxed {
         id: &str,
         workspace: &Path,
         limits: Limits,
-        settings: &sandbox::Settings,
+        settings: &sandbox::SandboxSettings,
     ) -> Sandboxed {
         Sandboxed {
             workspace: workspace.to_path_buf(),
@@ -111,7 +115,7 @@ pub fn stored_limits(row: &crate::store::SessionRow) -> Option<Limits> {
 }
 
 /// The session JSON's `sandbox`: what a session runs in and what enforces each cap.
-pub fn info(limits: Option<&Limits>, settings: &sandbox::Settings) -> control::Sandbox {
+pub fn info(limits: Option<&Limits>, settings: &sandbox::SandboxSettings) -> control::Sandbox {
     match limits {
         Some(l) => control::Sandbox {
             enabled: true,
@@ -139,7 +143,7 @@ impl Sessions {
         &self,
         id: &str,
         sandboxed: &Sandboxed,
-        commands: tokio::sync::mpsc::Sender<super::Command>,
+        commands: tokio::sync::mpsc::Sender<super::SessionCommand>,
     ) {
         let events = match sandboxed.cgroup.as_ref().map(Cgroup::oom_events) {
             Some(Ok(Some(fd))) => fd,
@@ -157,7 +161,7 @@ impl Sessions {
             tokio::select! {
                 _ = events.readable() => {
                     tracing::warn!(session_id = %id, "the session reached its memory cap; it is ended");
-                    let _ = commands.send(super::Command::Terminate(wire::CloseReason::MemoryLimit)).await;
+                    let _ = commands.send(super::SessionCommand::Terminate(wire::CloseReason::MemoryLimit)).await;
                 }
                 _ = commands.closed() => {}
             }

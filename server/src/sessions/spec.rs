@@ -60,7 +60,7 @@ impl SpecError {
 pub fn check_host(
     backend: Option<&str>,
     class: Option<&str>,
-    settings: &Settings,
+    settings: &SessionSettings,
 ) -> Result<Host, SpecError> {
     let backend = backend.unwrap_or(match class {
         Some(host::MANAGED) => host::TMUX,
@@ -140,7 +140,7 @@ pub struct SessionSpec {
 impl SpecRequest {
     /// Validates the request into a spec: `argv`, or `command` through `/bin/sh -lc`, or
     /// the login shell.
-    pub fn into_spec(self, settings: &Settings) -> Result<SessionSpec, SpecError> {
+    pub fn into_spec(self, settings: &SessionSettings) -> Result<SessionSpec, SpecError> {
         let host = check_host(
             self.session_backend.as_deref(),
             self.session_class.as_deref(),
@@ -219,7 +219,7 @@ impl SpecRequest {
 
     /// The session's confinement when the server sandboxes sessions: its limits as the
     /// caller may have them, and the workspace its `cwd` names.
-    fn confinement(&self, settings: &Settings) -> Result<Option<Confined>, SpecError> {
+    fn confinement(&self, settings: &SessionSettings) -> Result<Option<Confined>, SpecError> {
         let s = &settings.sandbox;
         if !s.enabled {
             return match self.sandbox {
@@ -229,9 +229,9 @@ impl SpecRequest {
                 None => Ok(None),
             };
         }
-        let refused = |r: sandbox::Refusal| match r {
-            sandbox::Refusal::Invalid(m) => SpecError::Invalid(m),
-            sandbox::Refusal::Forbidden(m) => SpecError::Forbidden(m),
+        let refused = |r: sandbox::SandboxRefusal| match r {
+            sandbox::SandboxRefusal::Invalid(m) => SpecError::Invalid(m),
+            sandbox::SandboxRefusal::Forbidden(m) => SpecError::Forbidden(m),
         };
         let limits = s
             .resolve(self.sandbox.as_ref(), self.admin)

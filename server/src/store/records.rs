@@ -14,7 +14,7 @@ pub struct AuditRow {
 
 /// One object in an A202 transaction stream.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CommerceRow {
+pub struct A202Row {
     pub transaction_id: String,
     pub sequence: i64,
     pub object_id: String,
@@ -26,7 +26,7 @@ pub struct CommerceRow {
     pub received_at: String,
 }
 
-/// The columns of `a202_objects`, in `CommerceRow` order.
+/// The columns of `a202_objects`, in `A202Row` order.
 pub(super) const COMMERCE_COLUMNS: &str = "transaction_id, sequence, object_id, version, object_type, \
      content_hash, canonical, carrier, received_at";
 
@@ -93,7 +93,7 @@ impl Store {
     }
 
     /// Appends A202 objects in one transaction: all of them or none.
-    pub async fn a202_append(&self, rows: &[CommerceRow]) -> Result<()> {
+    pub async fn a202_append(&self, rows: &[A202Row]) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         for r in rows {
             sqlx::query(AssertSqlSafe(format!(
@@ -116,7 +116,7 @@ impl Store {
     }
 
     /// A transaction's stream in sequence order.
-    pub async fn a202_stream(&self, transaction_id: &str) -> Result<Vec<CommerceRow>> {
+    pub async fn a202_stream(&self, transaction_id: &str) -> Result<Vec<A202Row>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT {COMMERCE_COLUMNS} FROM a202_objects WHERE transaction_id = $1 ORDER BY sequence"
         )))
@@ -125,7 +125,7 @@ impl Store {
         .await?;
         Ok(rows
             .iter()
-            .map(|r| CommerceRow {
+            .map(|r| A202Row {
                 transaction_id: r.get(0),
                 sequence: r.get(1),
                 object_id: r.get(2),

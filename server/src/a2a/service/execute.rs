@@ -11,7 +11,7 @@ impl TaskService {
         &self,
         who: &Principal,
         new: NewTask,
-        objects: Vec<commerce::object::Verified>,
+        objects: Vec<a202::object::Verified>,
         streaming: bool,
         via: Via<'_>,
     ) -> Result<Started, A2aError> {

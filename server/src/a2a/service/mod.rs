@@ -2,13 +2,13 @@
 //! and runs (for the shell executor, a command typed into a session's shell); the task
 //! service persists every update the executor reports before it announces it.
 
-mod elsewhere;
 mod execute;
 mod feed;
 mod finished;
 mod list;
 mod push_configs;
 mod receipts;
+mod remote;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,18 +25,18 @@ use wire::a2a::{
 
 use super::push::{Push, Target};
 use super::{A2aError, Version, Via};
+use crate::a202::{self, A202, Carrier, Receipt};
 use crate::agentic::{self, Agentic, Stamp};
 use crate::auth::{Principal, Scope};
 use crate::clock;
-use crate::commerce::{self, Carrier, Commerce, Receipt};
 use crate::executor::{Executor, Plan, Update, Work, shell};
 use crate::store::{Store, TaskFilter, TasksOf};
-pub use elsewhere::Elsewhere;
 use feed::{Feed, Follow, STREAM_BUFFER};
 pub use feed::{Place, TaskStream};
 use finished::Finished;
 use list::parse_ms;
 use receipts::receipt_metadata;
+pub use remote::Cluster;
 
 /// How long a cancel waits for the task to end before answering with what it has.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
@@ -50,11 +50,11 @@ struct Inner {
     store: Store,
     executor: Arc<dyn Executor>,
     push: Push,
-    commerce: Commerce,
+    a202: A202,
     /// The agentic-sandbox executor's extensions.
     agentic: Agentic,
     /// The other nodes, which run the tasks of their sessions.
-    elsewhere: Arc<dyn Elsewhere>,
+    cluster: Arc<dyn Cluster>,
     /// Tasks still running in this process: their latest snapshot, and cancel requests.
     live: Mutex<HashMap<String, Live>>,
     /// Tasks that ended lately.
@@ -99,18 +99,18 @@ impl TaskService {
         store: Store,
         executor: Arc<dyn Executor>,
         push: Push,
-        commerce: Commerce,
+        a202: A202,
         agentic: Agentic,
-        elsewhere: Arc<dyn Elsewhere>,
+        cluster: Arc<dyn Cluster>,
     ) -> TaskService {
         TaskService {
             inner: Arc::new(Inner {
                 store,
                 executor,
                 push,
-                commerce,
+                a202,
                 agentic,
-                elsewhere,
+                cluster,
                 live: Mutex::new(HashMap::new()),
                 finished: Finished::default(),
             }),
@@ -118,8 +118,8 @@ impl TaskService {
     }
 
     /// The A202 extension messages may carry objects for.
-    pub fn commerce(&self) -> &Commerce {
-        &self.inner.commerce
+    pub fn a202(&self) -> &A202 {
+        &self.inner.a202
     }
 
     /// The agentic-sandbox executor's extensions.
@@ -180,7 +180,7 @@ impl TaskService {
         via: Via<'_>,
     ) -> Result<Sent, A2aError> {
         if let Some(node) = self.node_of_message(&req.message).await? {
-            return self.send_elsewhere(&node, who, &req, via).await;
+            return self.send_remote(&node, who, &req, via).await;
         }
         let config = req.configuration.clone().unwrap_or_default();
         let feed = match self.start(who, req, false, via).await? {
@@ -208,7 +208,7 @@ impl TaskService {
             let params = serde_json::to_value(&req).map_err(anyhow::Error::from)?;
             let subject = req.message.context_id.as_deref().unwrap_or("");
             let method = "SendStreamingMessage";
-            return (self.stream_elsewhere(&node, who, method, params, via, subject)).await;
+            return (self.stream_remote(&node, who, method, params, via, subject)).await;
         }
         match self.start(who, req, true, via).await? {
             Started::Feed(follow) => Ok(follow.stream),
@@ -225,7 +225,7 @@ impl TaskService {
                 extensions: &[],
             };
             let params = json!({ "id": id });
-            return (self.stream_elsewhere(&node, who, "SubscribeToTask", params, via, id)).await;
+            return (self.stream_remote(&node, who, "SubscribeToTask", params, via, id)).await;
         }
         match self.feed(id) {
             Some(feed) if !task.status.state.is_terminal() => Ok(TaskStream::of(&feed)),
@@ -263,8 +263,8 @@ impl TaskService {
         agentic::tenant::of(&message).map_err(A2aError::InvalidParams)?;
         let objects = self
             .inner
-            .commerce
-            .inbound(&message, via.extensions.contains(&commerce::URI))?;
+            .a202
+            .inbound(&message, via.extensions.contains(&a202::URI))?;
         let task_id = message
             .task_id
             .clone()
@@ -404,7 +404,7 @@ impl TaskService {
             Some(t) if who.sees_session(&t.context_id) => match self.node_of_task(&t).await? {
                 Some(node) => {
                     let params = json!({ "id": id, "historyLength": history_length });
-                    self.call_elsewhere(&node, who, "GetTask", params, id).await
+                    self.call_remote(&node, who, "GetTask", params, id).await
                 }
                 None => Ok(t.view(history_length, true)),
             },
@@ -425,9 +425,7 @@ impl TaskService {
         }
         if let Some(node) = self.node_of_task(&task).await? {
             let params = json!({ "id": id });
-            return self
-                .call_elsewhere(&node, who, "CancelTask", params, id)
-                .await;
+            return self.call_remote(&node, who, "CancelTask", params, id).await;
         }
         let snapshot = {
             let live = self.inner.live.lock().unwrap();

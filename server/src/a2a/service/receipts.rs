@@ -6,7 +6,7 @@ use super::*;
 /// A task's metadata for the A202 objects its message carried.
 pub(super) fn receipt_metadata(receipts: &[Receipt]) -> Map<String, Value> {
     let mut m = Map::new();
-    m.insert(commerce::URI.into(), json!({ "receipts": receipts }));
+    m.insert(a202::URI.into(), json!({ "receipts": receipts }));
     m
 }
 
@@ -14,12 +14,12 @@ impl TaskService {
     /// Appends a message's A202 objects (the carrier is A2A) and returns their receipts.
     pub(super) async fn receive(
         &self,
-        objects: Vec<commerce::object::Verified>,
+        objects: Vec<a202::object::Verified>,
     ) -> Result<Vec<Receipt>, A2aError> {
         if objects.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self.inner.commerce.append(objects, Carrier::A2a).await?)
+        Ok(self.inner.a202.append(objects, Carrier::A2a).await?)
     }
 
     /// A message that only carries A202 objects: they are appended and the task that
@@ -27,7 +27,7 @@ impl TaskService {
     pub(super) async fn start_receipt(
         &self,
         new: NewTask,
-        objects: Vec<commerce::object::Verified>,
+        objects: Vec<a202::object::Verified>,
         stamp: Stamp,
     ) -> Result<Started, A2aError> {
         let NewTask {

@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use super::{Caller, Terminal, Terminals};
 use crate::auth::Principal;
-use crate::plumbing::{ApiError, AppState};
+use crate::state::{ApiError, AppState};
 
 /// The route `/mcp` (under the instance's base), for `state`'s sessions and tasks.
 pub fn routes(state: &AppState) -> Router<AppState> {

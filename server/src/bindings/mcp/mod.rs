@@ -37,7 +37,7 @@ use crate::sessions::{SessionHandle, Sessions};
 pub struct Terminals {
     pub sessions: Sessions,
     pub tasks: TaskService,
-    pub files: crate::files::Settings,
+    pub files: crate::files::FileSettings,
     /// Where the web UI is served (`ui_url`s start here); `None` when nothing serves it.
     pub ui_base: Option<String>,
     /// Each token's pooled shell, kept for its next `run` without a `session_id`, and the
@@ -49,7 +49,7 @@ impl Terminals {
     pub fn new(
         sessions: Sessions,
         tasks: TaskService,
-        files: crate::files::Settings,
+        files: crate::files::FileSettings,
         ui_base: Option<String>,
     ) -> Arc<Terminals> {
         Arc::new(Terminals {

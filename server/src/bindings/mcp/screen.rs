@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::text;
 use super::{Terminal, ToolError};
 use crate::auth::{Principal, Scope};
-use crate::sessions::{Command, ScreenText, SessionHandle};
+use crate::sessions::{ScreenText, SessionCommand, SessionHandle};
 
 /// Stored output one read takes at most before it says there is `more`.
 const READ_BYTES: usize = 64 * 1024;
@@ -120,7 +120,7 @@ impl Terminal {
         }
         let cursor = handle.current_sequence();
         let n = bytes.len();
-        match handle.ask(|reply| Command::Type(bytes, reply)).await {
+        match handle.ask(|reply| SessionCommand::Type(bytes, reply)).await {
             Some(Ok(())) => Ok(Json(Typed { bytes: n, cursor })),
             Some(Err(refusal)) => Err(ToolError::new("UNAVAILABLE", refusal.message)),
             None => Err(ToolError::new(
@@ -201,7 +201,7 @@ impl Terminal {
     /// The screen of a session `who` may see.
     pub(super) async fn screen(&self, who: &Principal, sid: &str) -> Result<ScreenText, ToolError> {
         let handle = self.terminals.live(who, sid)?;
-        (handle.ask(Command::Screen).await)
+        (handle.ask(SessionCommand::Screen).await)
             .ok_or_else(|| ToolError::new("NOT_FOUND", format!("session {sid} ended")))
     }
 

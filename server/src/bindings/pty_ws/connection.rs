@@ -422,7 +422,9 @@ impl Connection {
             }
         };
         match self
-            .ask_member(Scope::Control, "input", |c, r| Command::Input(c, input, r))
+            .ask_member(Scope::Control, "input", |c, r| {
+                SessionCommand::Input(c, input, r)
+            })
             .await
         {
             Ok(()) => Next::Continue,
@@ -514,12 +516,14 @@ impl Connection {
                 return self.next(self.send(sink, frame).await);
             }
             ClientOp::Input(data) => {
-                self.ask_member(Scope::Control, "input", |c, r| Command::Input(c, data, r))
-                    .await
+                self.ask_member(Scope::Control, "input", |c, r| {
+                    SessionCommand::Input(c, data, r)
+                })
+                .await
             }
             ClientOp::Resize(size) => {
                 self.ask_member(Scope::Control, "resize", |c, r| {
-                    Command::Resize(c, size.cols.0, size.rows.0, r)
+                    SessionCommand::Resize(c, size.cols.0, size.rows.0, r)
                 })
                 .await
             }
@@ -530,22 +534,22 @@ impl Connection {
                     Scope::Observe
                 };
                 self.ask_member(needed, "the controller role", |c, r| {
-                    Command::RequestRole(c, role, r)
+                    SessionCommand::RequestRole(c, role, r)
                 })
                 .await
             }
             ClientOp::ReleaseRole => {
                 self.ask_member(Scope::Observe, "", |c, r| {
-                    Command::RequestRole(c, Role::Observer, r)
+                    SessionCommand::RequestRole(c, Role::Observer, r)
                 })
                 .await
             }
             ClientOp::RequestKeyframe => {
-                self.ask_member(Scope::Observe, "", Command::RequestKeyframe)
+                self.ask_member(Scope::Observe, "", SessionCommand::RequestKeyframe)
                     .await
             }
             ClientOp::Ack(ack) => {
-                self.ask_member(Scope::Observe, "", |c, r| Command::Ack(c, ack, r))
+                self.ask_member(Scope::Observe, "", |c, r| SessionCommand::Ack(c, ack, r))
                     .await
             }
         };
@@ -615,7 +619,7 @@ impl Connection {
             self.send_bytes(sink, json).await?;
         }
         if goodbye.is_none() {
-            handle.tell(Command::Resync(client_id)).await;
+            handle.tell(SessionCommand::Resync(client_id)).await;
         }
         Ok(goodbye)
     }

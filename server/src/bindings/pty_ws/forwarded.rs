@@ -10,8 +10,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 
 use super::server_frame;
 use crate::cluster::forward::{self, Ended, OwnerSocket};
-use crate::plumbing::AppState;
 use crate::sessions::is_task_update;
+use crate::state::AppState;
 use crate::store::FrameBody;
 use crate::websocket::{self as socket, Socket};
 

@@ -45,13 +45,13 @@ use crate::auth::{self, Principal, Scope};
 use crate::clock;
 use crate::cluster::{Owner, forward};
 use crate::limits::SessionSlot;
-use crate::plumbing::{
-    ApiError, AppState, auth_error, authenticate, header_bearer, refuse_query_token,
-};
 use crate::sessions::host;
 use crate::sessions::{
-    self, Command, JoinRequest, Joined, Outbound, OutputEncoding, Refusal, Replay, SessionHandle,
-    TASK_UPDATE, TaskUpdate, envelope, is_task_update,
+    self, JoinRequest, Joined, Outbound, OutputEncoding, Replay, SessionCommand, SessionHandle,
+    SessionRefusal, TASK_UPDATE, TaskUpdate, envelope, is_task_update,
+};
+use crate::state::{
+    ApiError, AppState, auth_error, authenticate, header_bearer, refuse_query_token,
 };
 
 /// Largest client frame accepted.

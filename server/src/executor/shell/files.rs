@@ -13,7 +13,7 @@ use wire::a2a::{Artifact, Content, Message, Part};
 
 use super::command_data_parts;
 use crate::audit::{self, Event};
-use crate::executor::Refused;
+use crate::executor::ExecutorRefusal;
 use crate::files::{self, FileError, Found, RelPath, Root};
 use crate::sessions::SessionHandle;
 
@@ -23,7 +23,7 @@ pub const INLINE_MAX: u64 = 1024 * 1024;
 /// What the shell executor may do with files, and how it names them.
 #[derive(Debug, Clone)]
 pub struct FileAccess {
-    pub settings: files::Settings,
+    pub settings: files::FileSettings,
     /// The agent's HTTP base (`{public_url}/agents/{instance_id}`): references are URLs of
     /// its files routes. Without one (STDIO) they are `file:` URLs.
     pub base_url: Option<String>,
@@ -46,16 +46,16 @@ impl FileAccess {
 }
 
 /// A refused file in an executor's words: the client's mistake, or the server's.
-fn refused(e: FileError) -> Refused {
+fn refused(e: FileError) -> ExecutorRefusal {
     match e.status {
-        400..=499 => Refused::InvalidParams(e.message),
-        _ => Refused::Failed(anyhow::anyhow!(e.message)),
+        400..=499 => ExecutorRefusal::InvalidParams(e.message),
+        _ => ExecutorRefusal::Failed(anyhow::anyhow!(e.message)),
     }
 }
 
-async fn working_dir(session: &SessionHandle) -> Result<(PathBuf, Root), Refused> {
+async fn working_dir(session: &SessionHandle) -> Result<(PathBuf, Root), ExecutorRefusal> {
     let dir = session.working_dir().await.ok_or_else(|| {
-        Refused::Failed(anyhow::anyhow!(
+        ExecutorRefusal::Failed(anyhow::anyhow!(
             "the working directory of session {} is unknown",
             session.id
         ))
@@ -68,14 +68,14 @@ async fn working_dir(session: &SessionHandle) -> Result<(PathBuf, Root), Refused
 /// travel as raw parts too, and the task service takes them).
 fn is_file(part: &Part) -> bool {
     matches!(part.content, Content::Raw(_) | Content::Url(_))
-        && part.media_type.as_deref() != Some(crate::commerce::MEDIA_TYPE)
+        && part.media_type.as_deref() != Some(crate::a202::MEDIA_TYPE)
 }
 
-fn file_name(part: &Part) -> Result<RelPath, Refused> {
+fn file_name(part: &Part) -> Result<RelPath, ExecutorRefusal> {
     let name = part.filename.as_deref().unwrap_or("");
     let rel = RelPath::parse(name).map_err(refused)?;
     if rel.as_path().as_os_str().is_empty() {
-        return Err(Refused::InvalidParams(
+        return Err(ExecutorRefusal::InvalidParams(
             "a file part needs a filename (where it goes in the working directory)".into(),
         ));
     }
@@ -84,12 +84,12 @@ fn file_name(part: &Part) -> Result<RelPath, Refused> {
 
 /// Refuses the message's file parts that could not be written whatever the session: no
 /// filename, one that leaves the working directory, a URL this server does not fetch.
-pub(super) fn check_inputs(access: &FileAccess, message: &Message) -> Result<(), Refused> {
+pub(super) fn check_inputs(access: &FileAccess, message: &Message) -> Result<(), ExecutorRefusal> {
     for part in message.parts.iter().filter(|p| is_file(p)) {
         match part.content {
             Content::Raw(_) => {}
             Content::Url(_) if access.settings.fetch_urls => {}
-            Content::Url(_) => return Err(Refused::InvalidParams(NO_FETCH.into())),
+            Content::Url(_) => return Err(ExecutorRefusal::InvalidParams(NO_FETCH.into())),
             _ => continue,
         }
         file_name(part)?;
@@ -107,7 +107,7 @@ pub(super) async fn take_inputs(
     session: &SessionHandle,
     audit: &audit::Audit,
     message: &mut Message,
-) -> Result<(), Refused> {
+) -> Result<(), ExecutorRefusal> {
     let limit = access.settings.max_file_bytes;
     let mut root = None;
     for part in message.parts.iter_mut().filter(|p| is_file(p)) {
@@ -127,7 +127,7 @@ pub(super) async fn take_inputs(
                 let body = fetch(url).await?;
                 files::write(root, &rel, body, limit).await
             }
-            _ => return Err(Refused::InvalidParams(NO_FETCH.into())),
+            _ => return Err(ExecutorRefusal::InvalidParams(NO_FETCH.into())),
         }
         .map_err(refused)?;
         audit.record(
@@ -147,8 +147,8 @@ pub(super) async fn take_inputs(
 /// The body of `url` (http or https), as a stream.
 async fn fetch(
     url: &str,
-) -> Result<impl futures_util::Stream<Item = Result<Bytes, reqwest::Error>>, Refused> {
-    let invalid = |m: String| Refused::InvalidParams(m);
+) -> Result<impl futures_util::Stream<Item = Result<Bytes, reqwest::Error>>, ExecutorRefusal> {
+    let invalid = |m: String| ExecutorRefusal::InvalidParams(m);
     let parsed = reqwest::Url::parse(url).map_err(|e| invalid(format!("url {url:?}: {e}")))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(invalid(format!(
@@ -163,7 +163,7 @@ async fn fetch(
 }
 
 /// The files a message's data part names as `outputs` (relative to the working directory).
-pub(super) fn requested_outputs(message: &Message) -> Result<Vec<RelPath>, Refused> {
+pub(super) fn requested_outputs(message: &Message) -> Result<Vec<RelPath>, ExecutorRefusal> {
     let mut out = Vec::new();
     for data in command_data_parts(message) {
         let Some(outputs) = data.get("outputs") else {
@@ -173,14 +173,14 @@ pub(super) fn requested_outputs(message: &Message) -> Result<Vec<RelPath>, Refus
             .as_array()
             .and_then(|a| a.iter().map(Value::as_str).collect::<Option<Vec<&str>>>());
         let Some(names) = names else {
-            return Err(Refused::InvalidParams(
+            return Err(ExecutorRefusal::InvalidParams(
                 "outputs must be an array of paths".into(),
             ));
         };
         for name in names {
             let rel = RelPath::parse(name).map_err(refused)?;
             if rel.as_path().as_os_str().is_empty() {
-                return Err(Refused::InvalidParams(
+                return Err(ExecutorRefusal::InvalidParams(
                     "an output names a file, not \"\"".into(),
                 ));
             }

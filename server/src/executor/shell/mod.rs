@@ -13,11 +13,11 @@ use tokio::sync::mpsc;
 use wire::a2a::{Artifact, Content, Message, Part, Task, TaskState};
 
 pub use self::files::FileAccess;
-use super::{Executor, Plan, Refused, Run, Update, Work};
+use super::{Executor, ExecutorRefusal, Plan, Run, Update, Work};
+use crate::a202;
 use crate::auth::Principal;
-use crate::commerce;
 use crate::files::RelPath;
-use crate::sessions::{Command, SessionHandle, Sessions, SpecRequest, TaskEvent, TaskRun};
+use crate::sessions::{SessionCommand, SessionHandle, Sessions, SpecRequest, TaskEvent, TaskRun};
 
 /// Output kept in a task's artifact; beyond it the artifact says it was cut.
 pub const MAX_OUTPUT: usize = 1024 * 1024;
@@ -39,7 +39,7 @@ impl Executor for Shell {
         _with_objects: bool,
         _streaming: bool,
         work: Work,
-    ) -> Result<Plan, Refused> {
+    ) -> Result<Plan, ExecutorRefusal> {
         let line = command_line(message)?;
         let outputs = files::requested_outputs(message)?;
         files::check_inputs(&self.files, message)?;
@@ -58,23 +58,25 @@ impl Executor for Shell {
         })
     }
 
-    async fn answer(&self, task: &Task, answer: Message) -> Result<(), Refused> {
+    async fn answer(&self, task: &Task, answer: Message) -> Result<(), ExecutorRefusal> {
         if answer.text().contains(['\n', '\r']) {
-            return Err(Refused::InvalidParams("an answer is one line".into()));
+            return Err(ExecutorRefusal::InvalidParams(
+                "an answer is one line".into(),
+            ));
         }
         let Some(session) = self.sessions.live(&task.context_id) else {
-            return Err(Refused::Unsupported(format!(
+            return Err(ExecutorRefusal::Unsupported(format!(
                 "task {} no longer runs",
                 task.id
             )));
         };
         let task_id = task.id.clone();
         let typed = session
-            .ask(|reply| Command::AnswerTask(task_id, answer, reply))
+            .ask(|reply| SessionCommand::AnswerTask(task_id, answer, reply))
             .await
             .unwrap_or(false);
         if !typed {
-            return Err(Refused::Unsupported(format!(
+            return Err(ExecutorRefusal::Unsupported(format!(
                 "task {} is no longer waiting for input",
                 task.id
             )));
@@ -86,7 +88,9 @@ impl Executor for Shell {
     /// foreground job after the grace period.
     async fn cancel(&self, task: &Task) {
         if let Some(session) = self.sessions.live(&task.context_id) {
-            session.tell(Command::CancelTask(task.id.clone())).await;
+            session
+                .tell(SessionCommand::CancelTask(task.id.clone()))
+                .await;
         }
     }
 }
@@ -99,18 +103,24 @@ impl Shell {
     /// The session a message runs in: the running shell session its `contextId` names
     /// (visible to `who`), or a new one with the default shell: one from the pool, unless
     /// the message's data part asks for its own cwd or env (its shell then starts there).
-    async fn session(&self, who: &Principal, message: &Message) -> Result<SessionHandle, Refused> {
+    async fn session(
+        &self,
+        who: &Principal,
+        message: &Message,
+    ) -> Result<SessionHandle, ExecutorRefusal> {
         let handle = match message.context_id.as_deref() {
             Some(sid) => self
                 .sessions
                 .live(sid)
                 .filter(|_| who.sees_session(sid))
                 .ok_or_else(|| {
-                    Refused::InvalidParams(format!("contextId {sid} names no running session"))
+                    ExecutorRefusal::InvalidParams(format!(
+                        "contextId {sid} names no running session"
+                    ))
                 })?,
             None => {
                 if who.session_id.is_some() {
-                    return Err(Refused::PermissionDenied(
+                    return Err(ExecutorRefusal::PermissionDenied(
                         "a session-bound token can only send to its session (set contextId)".into(),
                     ));
                 }
@@ -127,24 +137,24 @@ impl Shell {
                             .into_spec(self.sessions.settings())
                             .map_err(|e| match e {
                                 crate::sessions::SpecError::Forbidden(m) => {
-                                    Refused::PermissionDenied(m)
+                                    ExecutorRefusal::PermissionDenied(m)
                                 }
-                                e => Refused::InvalidParams(e.to_string()),
+                                e => ExecutorRefusal::InvalidParams(e.to_string()),
                             })?;
                         let row = self.sessions.create(spec).await?;
                         let handle = self.sessions.live(&row.id).ok_or_else(|| {
-                            Refused::Unsupported("the new session failed to start".into())
+                            ExecutorRefusal::Unsupported("the new session failed to start".into())
                         })?;
                         let waited = crate::sessions::READY_WAIT;
                         if handle.shell
                             && tokio::time::timeout(waited, handle.prompted()).await != Ok(true)
                         {
                             handle
-                                .tell(crate::sessions::Command::Terminate(
+                                .tell(crate::sessions::SessionCommand::Terminate(
                                     wire::CloseReason::Error,
                                 ))
                                 .await;
-                            return Err(Refused::Unsupported(format!(
+                            return Err(ExecutorRefusal::Unsupported(format!(
                                 "the new session's shell printed no prompt within {} s (do its \
                                  login files wait for something?); it was ended",
                                 waited.as_secs()
@@ -156,7 +166,7 @@ impl Shell {
             }
         };
         if !handle.shell {
-            return Err(Refused::Unsupported(format!(
+            return Err(ExecutorRefusal::Unsupported(format!(
                 "session {} runs a program, not a shell with integration; tasks need a shell session",
                 handle.id
             )));
@@ -192,7 +202,10 @@ async fn start(run: CommandRun, work: Work) -> Run {
         events,
     };
     let session = &run.session;
-    if let Some(Err(refusal)) = session.ask(|reply| Command::RunTask(queued, reply)).await {
+    if let Some(Err(refusal)) = session
+        .ask(|reply| SessionCommand::RunTask(queued, reply))
+        .await
+    {
         tracing::warn!(task_id = work.task_id, reason = %refusal.message, "the session refused the task");
     }
     Box::pin(follow(progress, work, run))
@@ -314,8 +327,8 @@ fn output_artifact(output: &[u8], cut: bool) -> Artifact {
 
 /// The command line a message asks for: a data part `{argv, cwd, env, timeout_secs}`, or
 /// its text parts as one line. (A data part may also name `outputs`; see `files`.)
-pub fn command_line(message: &Message) -> Result<String, Refused> {
-    let invalid = |m: &str| Err(Refused::InvalidParams(m.into()));
+pub fn command_line(message: &Message) -> Result<String, ExecutorRefusal> {
+    let invalid = |m: &str| Err(ExecutorRefusal::InvalidParams(m.into()));
     if let Some(data) = command_data(message) {
         let Some(argv) = data.get("argv").and_then(Value::as_array) else {
             return invalid("a data part must carry argv (an array of strings)");
@@ -369,7 +382,7 @@ pub fn command_line(message: &Message) -> Result<String, Refused> {
 
 /// The cwd and env a message's data part asks for, as a session request (`None`: the
 /// default shell will do).
-fn own_place(message: &Message, who: &Principal) -> Result<Option<SpecRequest>, Refused> {
+fn own_place(message: &Message, who: &Principal) -> Result<Option<SpecRequest>, ExecutorRefusal> {
     let Some(data) = command_data(message).or_else(|| {
         command_data_parts(message)
             .find(|d| ["cwd", "env", "sandbox"].iter().any(|k| d.get(k).is_some()))
@@ -386,7 +399,7 @@ fn own_place(message: &Message, who: &Principal) -> Result<Option<SpecRequest>, 
         .get("sandbox")
         .map(|s| serde_json::from_value::<crate::sandbox::Request>(s.clone()))
         .transpose()
-        .map_err(|e| Refused::InvalidParams(format!("sandbox: {e}")))?;
+        .map_err(|e| ExecutorRefusal::InvalidParams(format!("sandbox: {e}")))?;
     Ok(
         (cwd.is_some() || env.is_some() || sandbox.is_some()).then(|| SpecRequest {
             cwd,
@@ -406,7 +419,7 @@ pub fn command_data(message: &Message) -> Option<&Value> {
 /// The data parts that are not A202 objects' reader views.
 fn command_data_parts(message: &Message) -> impl Iterator<Item = &Value> {
     message.parts.iter().filter_map(|p| match &p.content {
-        Content::Data(d) if p.media_type.as_deref() != Some(commerce::MEDIA_TYPE) => Some(d),
+        Content::Data(d) if p.media_type.as_deref() != Some(a202::MEDIA_TYPE) => Some(d),
         _ => None,
     })
 }
@@ -490,7 +503,7 @@ mod tests {
         ] {
             assert!(matches!(
                 command_line(&message(bad)),
-                Err(Refused::InvalidParams(_))
+                Err(ExecutorRefusal::InvalidParams(_))
             ));
         }
     }

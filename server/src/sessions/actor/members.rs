@@ -4,12 +4,15 @@
 use super::*;
 
 impl Actor {
-    pub(super) fn join(&mut self, req: JoinRequest) -> Result<Joined, Refusal> {
+    pub(super) fn join(&mut self, req: JoinRequest) -> Result<Joined, SessionRefusal> {
         if self.close_reason.is_some() {
-            return Err(Refusal::new(ErrorCode::Internal, "the session is closing"));
+            return Err(SessionRefusal::new(
+                ErrorCode::Internal,
+                "the session is closing",
+            ));
         }
         if req.role == Role::Controller && req.scope < Scope::Control {
-            return Err(Refusal::new(
+            return Err(SessionRefusal::new(
                 ErrorCode::PermissionDenied,
                 "a pty:observe token cannot take the controller role",
             ));
@@ -22,7 +25,7 @@ impl Actor {
             Role::Observer => (Role::Observer, None),
         };
         if role == Role::Observer && self.count(Role::Observer) >= self.settings.max_observers {
-            return Err(Refusal::new(
+            return Err(SessionRefusal::new(
                 ErrorCode::RateLimited,
                 format!(
                     "observer capacity ({}) reached",
@@ -34,7 +37,7 @@ impl Actor {
             self.had_controller = true;
             if let Some((cols, rows)) = req.size {
                 self.apply_resize(cols, rows)
-                    .map_err(|m| Refusal::new(ErrorCode::Internal, m))?;
+                    .map_err(|m| SessionRefusal::new(ErrorCode::Internal, m))?;
             }
         }
         let client_id = uuid::Uuid::now_v7().to_string();
@@ -130,14 +133,14 @@ impl Actor {
     }
 
     /// The member, if it holds the controller role with a scope that allows control.
-    pub(super) fn controller(&self, client_id: &str, what: &str) -> Result<usize, Refusal> {
-        let i = self
-            .index(client_id)
-            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+    pub(super) fn controller(&self, client_id: &str, what: &str) -> Result<usize, SessionRefusal> {
+        let i = self.index(client_id).ok_or_else(|| {
+            SessionRefusal::new(ErrorCode::InvalidRequest, "join the session first")
+        })?;
         let m = &self.members[i];
         if m.role != Role::Controller || m.scope < Scope::Control {
             tracing::info!(session_id = %self.id, client_id, what, "denied write from a non-controller");
-            return Err(Refusal::new(
+            return Err(SessionRefusal::new(
                 ErrorCode::PermissionDenied,
                 format!("only the controller may send {what}"),
             ));
@@ -145,7 +148,7 @@ impl Actor {
         Ok(i)
     }
 
-    pub(super) fn input(&mut self, client_id: &str, data: Vec<u8>) -> Result<(), Refusal> {
+    pub(super) fn input(&mut self, client_id: &str, data: Vec<u8>) -> Result<(), SessionRefusal> {
         self.controller(client_id, "input")?;
         if let Err(e) = self.pty.write(data) {
             let code = PtyErrorCode::PtyWriteFailed;
@@ -163,13 +166,13 @@ impl Actor {
     }
 
     /// An agent's keys (MCP `send_keys`), typed without a membership.
-    pub(super) fn type_in(&mut self, data: Vec<u8>) -> Result<(), Refusal> {
+    pub(super) fn type_in(&mut self, data: Vec<u8>) -> Result<(), SessionRefusal> {
         self.pty.write(data).map_err(|e| {
             let message = match e {
                 InputError::Full => "input dropped: the program is not reading its terminal",
                 InputError::Closed => "input dropped: the terminal is closed",
             };
-            Refusal::new(ErrorCode::Internal, message)
+            SessionRefusal::new(ErrorCode::Internal, message)
         })
     }
 
@@ -209,7 +212,7 @@ impl Actor {
         client_id: &str,
         cols: u16,
         rows: u16,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), SessionRefusal> {
         self.controller(client_id, "resize")?;
         if let Err(message) = self.apply_resize(cols, rows) {
             let frame = self.personal(SessionFrame::Error {
@@ -221,13 +224,17 @@ impl Actor {
         Ok(())
     }
 
-    pub(super) fn request_role(&mut self, client_id: &str, role: Role) -> Result<(), Refusal> {
-        let i = self
-            .index(client_id)
-            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+    pub(super) fn request_role(
+        &mut self,
+        client_id: &str,
+        role: Role,
+    ) -> Result<(), SessionRefusal> {
+        let i = self.index(client_id).ok_or_else(|| {
+            SessionRefusal::new(ErrorCode::InvalidRequest, "join the session first")
+        })?;
         let (current, scope) = (self.members[i].role, self.members[i].scope);
         if role == Role::Controller && scope < Scope::Control {
-            return Err(Refusal::new(
+            return Err(SessionRefusal::new(
                 ErrorCode::PermissionDenied,
                 "a pty:observe token cannot take the controller role",
             ));
@@ -259,16 +266,16 @@ impl Actor {
         Ok(())
     }
 
-    pub(super) fn request_keyframe(&mut self, client_id: &str) -> Result<(), Refusal> {
-        let i = self
-            .index(client_id)
-            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+    pub(super) fn request_keyframe(&mut self, client_id: &str) -> Result<(), SessionRefusal> {
+        let i = self.index(client_id).ok_or_else(|| {
+            SessionRefusal::new(ErrorCode::InvalidRequest, "join the session first")
+        })?;
         let now = Instant::now();
         if self.members[i]
             .last_keyframe_request
             .is_some_and(|t| now.duration_since(t) < KEYFRAME_REQUEST_INTERVAL)
         {
-            return Err(Refusal::new(
+            return Err(SessionRefusal::new(
                 ErrorCode::RateLimited,
                 "keyframes can be requested once per second",
             ));

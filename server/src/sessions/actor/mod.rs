@@ -34,16 +34,16 @@ use super::pty::{Exit, InputError, Pty, PtyEvents};
 use super::replay::Ring;
 use super::screen::Screen;
 use super::{
-    Command, JoinRequest, Joined, LiveStatus, MembershipSlot, Outbound, Refusal, Replay,
-    ScreenCursor, ScreenText, SessionHandle, Sessions, Settings, encode_frame, envelope, new_frame,
-    new_output,
+    JoinRequest, Joined, LiveStatus, MembershipSlot, Outbound, Replay, ScreenCursor, ScreenText,
+    SessionCommand, SessionHandle, SessionRefusal, SessionSettings, Sessions, encode_frame,
+    envelope, new_frame, new_output,
 };
 use crate::auth::Scope;
 use crate::clock;
 use crate::store::{Frame, Store};
 pub use persist::Persisted;
 use persist::{Persist, write_behind};
-use shell::Shell;
+use shell::ShellSide;
 pub use shell::{TaskEvent, TaskRun};
 use window::Window;
 
@@ -92,7 +92,7 @@ pub struct Start {
     pub pty: Pty,
     pub events: PtyEvents,
     pub screen: Screen,
-    pub settings: Settings,
+    pub settings: SessionSettings,
     pub store: Store,
     pub audit: Audit,
     pub registry: Sessions,
@@ -155,7 +155,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         registry: s.registry,
         audit: s.audit,
         host: s.host,
-        shell: s.shell_integration.then(Shell::default),
+        shell: s.shell_integration.then(ShellSide::default),
         numbered: Default::default(),
         sandboxed: s.sandboxed,
     };
@@ -194,7 +194,7 @@ struct Actor {
     pty: Pty,
     screen: Screen,
     ring: Ring,
-    settings: Settings,
+    settings: SessionSettings,
     seq: u64,
     /// The highest sequence asked of the store so far (`Persisted::reserved` once durable).
     requested: u64,
@@ -213,13 +213,13 @@ struct Actor {
     audit: Audit,
     host: Host,
     /// Present when the program marks its prompts (OSC 133): it runs tasks.
-    shell: Option<Shell>,
+    shell: Option<ShellSide>,
     numbered: updates::Numbered,
     sandboxed: Option<Arc<super::Sandboxed>>,
 }
 
 impl Actor {
-    async fn run(mut self, mut commands: mpsc::Receiver<Command>, events: PtyEvents) {
+    async fn run(mut self, mut commands: mpsc::Receiver<SessionCommand>, events: PtyEvents) {
         let PtyEvents {
             mut output,
             mut exit,
@@ -302,66 +302,66 @@ impl Actor {
     }
 
     /// Handles one command; returns a close reason when the session must end.
-    fn command(&mut self, cmd: Command) -> Option<CloseReason> {
+    fn command(&mut self, cmd: SessionCommand) -> Option<CloseReason> {
         match cmd {
-            Command::Join(req, reply) => {
+            SessionCommand::Join(req, reply) => {
                 let _ = reply.send(self.join(req));
             }
-            Command::Leave(client_id, reply) => {
+            SessionCommand::Leave(client_id, reply) => {
                 let frame = self.leave(&client_id);
                 if let (Some(reply), Some(frame)) = (reply, frame) {
                     let _ = reply.send(frame);
                 }
             }
-            Command::Input(client_id, data, reply) => {
+            SessionCommand::Input(client_id, data, reply) => {
                 let _ = reply.send(self.input(&client_id, data));
             }
-            Command::Resize(client_id, cols, rows, reply) => {
+            SessionCommand::Resize(client_id, cols, rows, reply) => {
                 let _ = reply.send(self.resize_by(&client_id, cols, rows));
             }
-            Command::RequestRole(client_id, role, reply) => {
+            SessionCommand::RequestRole(client_id, role, reply) => {
                 let _ = reply.send(self.request_role(&client_id, role));
             }
-            Command::RequestKeyframe(client_id, reply) => {
+            SessionCommand::RequestKeyframe(client_id, reply) => {
                 let _ = reply.send(self.request_keyframe(&client_id));
             }
-            Command::Keyframe(reply) => {
+            SessionCommand::Keyframe(reply) => {
                 let _ = reply.send(self.personal_keyframe());
             }
-            Command::Resync(client_id) => {
+            SessionCommand::Resync(client_id) => {
                 if let Some(i) = self.index(&client_id) {
                     self.resync(i);
                 }
             }
-            Command::Ack(client_id, ack, reply) => {
+            SessionCommand::Ack(client_id, ack, reply) => {
                 let _ = reply.send(self.ack(&client_id, ack));
             }
-            Command::Type(data, reply) => {
+            SessionCommand::Type(data, reply) => {
                 let _ = reply.send(self.type_in(data));
             }
-            Command::Screen(reply) => {
+            SessionCommand::Screen(reply) => {
                 let _ = reply.send(self.screen_text());
             }
-            Command::RunTask(run, reply) => {
+            SessionCommand::RunTask(run, reply) => {
                 let _ = reply.send(self.run_task(run));
             }
-            Command::AnswerTask(task_id, message, reply) => {
+            SessionCommand::AnswerTask(task_id, message, reply) => {
                 let typed = self
                     .shell
                     .as_mut()
                     .is_some_and(|s| s.state.answer(&task_id, message, &self.pty));
                 let _ = reply.send(typed);
             }
-            Command::CancelTask(task_id) => {
+            SessionCommand::CancelTask(task_id) => {
                 if let Some(shell) = self.shell.as_mut() {
                     shell.state.cancel(&task_id, &self.pty);
                 }
             }
-            Command::TaskUpdate(update) => self.task_update(update),
-            Command::Replay(after, reply) => {
+            SessionCommand::TaskUpdate(update) => self.task_update(update),
+            SessionCommand::Replay(after, reply) => {
                 let _ = reply.send(self.replay_plan(after));
             }
-            Command::Terminate(reason) => return Some(reason),
+            SessionCommand::Terminate(reason) => return Some(reason),
         }
         None
     }
@@ -518,13 +518,13 @@ impl Actor {
 
     /// An acknowledgement: the member's window moves on, and a member whose output was
     /// skipped gets a keyframe once it has caught up.
-    fn ack(&mut self, client_id: &str, ack: wire::Ack) -> Result<(), Refusal> {
+    fn ack(&mut self, client_id: &str, ack: wire::Ack) -> Result<(), SessionRefusal> {
         let sequence = ack.sequence;
-        let i = self
-            .index(client_id)
-            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        let i = self.index(client_id).ok_or_else(|| {
+            SessionRefusal::new(ErrorCode::InvalidRequest, "join the session first")
+        })?;
         if sequence > self.seq {
-            return Err(Refusal::new(
+            return Err(SessionRefusal::new(
                 ErrorCode::InvalidRequest,
                 format!("sequence {sequence} has not been sent yet"),
             ));
@@ -552,7 +552,7 @@ impl Actor {
 
     fn output(&mut self, data: Vec<u8>) {
         self.screen.feed(&data);
-        if let Some(Shell { scanner, state }) = self.shell.as_mut() {
+        if let Some(ShellSide { scanner, state }) = self.shell.as_mut() {
             let (pty, prompted) = (&self.pty, state.prompted);
             scanner.scan(&data, |piece| state.on_piece(piece, pty));
             if state.prompted && !prompted {

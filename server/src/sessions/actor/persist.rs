@@ -38,7 +38,7 @@ pub(super) async fn write_behind(
     id: String,
     rx: backlog::Receiver,
     persisted: watch::Sender<Persisted>,
-    settings: Settings,
+    settings: SessionSettings,
 ) {
     let stored = store.session_bytes(&id).await.unwrap_or(0);
     let mut w = Writer {
@@ -195,7 +195,7 @@ impl Writer {
     }
 
     /// Drops the frames outside both retention bounds (count and age).
-    async fn prune(&self, settings: &Settings) {
+    async fn prune(&self, settings: &SessionSettings) {
         let id = self.id.as_str();
         let upto = self
             .persisted

@@ -57,7 +57,7 @@ pub(super) struct Running {
 
 /// The shell side of a session: marks in its output, and the commands queued for it.
 #[derive(Default)]
-pub(super) struct Shell {
+pub(super) struct ShellSide {
     pub(super) scanner: MarkScanner,
     pub(super) state: ShellState,
 }
@@ -232,12 +232,15 @@ impl Actor {
         }
     }
 
-    pub(super) fn run_task(&mut self, run: TaskRun) -> Result<(), Refusal> {
+    pub(super) fn run_task(&mut self, run: TaskRun) -> Result<(), SessionRefusal> {
         if self.close_reason.is_some() {
-            return Err(Refusal::new(ErrorCode::Internal, "the session is closing"));
+            return Err(SessionRefusal::new(
+                ErrorCode::Internal,
+                "the session is closing",
+            ));
         }
         let Some(shell) = self.shell.as_mut() else {
-            return Err(Refusal::new(
+            return Err(SessionRefusal::new(
                 ErrorCode::UnsupportedOperation,
                 "this session runs a program without shell integration; tasks need a session started as a shell",
             ));

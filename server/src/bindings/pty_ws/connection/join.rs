@@ -9,14 +9,16 @@ impl Connection {
         &self,
         needed: Scope,
         what: &str,
-        make: impl FnOnce(String, tokio::sync::oneshot::Sender<Result<(), Refusal>>) -> Command,
-    ) -> Result<(), Refusal> {
-        let member = self
-            .member
-            .as_ref()
-            .ok_or_else(|| Refusal::new(ErrorCode::InvalidRequest, "join the session first"))?;
+        make: impl FnOnce(
+            String,
+            tokio::sync::oneshot::Sender<Result<(), SessionRefusal>>,
+        ) -> SessionCommand,
+    ) -> Result<(), SessionRefusal> {
+        let member = self.member.as_ref().ok_or_else(|| {
+            SessionRefusal::new(ErrorCode::InvalidRequest, "join the session first")
+        })?;
         let result = if self.principal.scope < needed {
-            Err(Refusal::new(
+            Err(SessionRefusal::new(
                 ErrorCode::PermissionDenied,
                 format!(
                     "{what} needs {needed}; this token has {}",
@@ -29,7 +31,12 @@ impl Connection {
                 .handle
                 .ask(|reply| make(member.client_id.clone(), reply))
                 .await
-                .unwrap_or_else(|| Err(Refusal::new(ErrorCode::Internal, "the session has ended")))
+                .unwrap_or_else(|| {
+                    Err(SessionRefusal::new(
+                        ErrorCode::Internal,
+                        "the session has ended",
+                    ))
+                })
         };
         if let Err(refusal) = &result
             && refusal.code == ErrorCode::PermissionDenied
@@ -54,7 +61,7 @@ impl Connection {
         };
         let live = self.state.sessions.live(&self.session_id);
         let keyframe = match &live {
-            Some(handle) => match handle.ask(|r| Command::Replay(after, r)).await {
+            Some(handle) => match handle.ask(|r| SessionCommand::Replay(after, r)).await {
                 Some(Replay::OutOfRange { floor, current }) => {
                     if self
                         .send(sink, out_of_range(None, floor, current))
@@ -63,9 +70,9 @@ impl Connection {
                     {
                         return Next::Stop;
                     }
-                    handle.ask(Command::Keyframe).await
+                    handle.ask(SessionCommand::Keyframe).await
                 }
-                Some(_) => handle.ask(Command::Keyframe).await,
+                Some(_) => handle.ask(SessionCommand::Keyframe).await,
                 None => None,
             },
             None => None,
@@ -148,7 +155,7 @@ impl Connection {
                 (false, Dialect::Executor) => OutputEncoding::Executor,
             },
         };
-        let joined = match handle.ask(|r| Command::Join(request, r)).await {
+        let joined = match handle.ask(|r| SessionCommand::Join(request, r)).await {
             None => return self.join_closed(sink, id, env.replay_from).await,
             Some(Err(refusal)) => {
                 return self.refuse(sink, id, refusal.code, &refusal.message).await;
@@ -286,7 +293,7 @@ impl Connection {
             let last = member
                 .guard
                 .handle
-                .ask(|r| Command::Leave(client_id, Some(r)))
+                .ask(|r| SessionCommand::Leave(client_id, Some(r)))
                 .await;
             if let Some(frame) = last {
                 let _ = self.send_bytes(sink, frame).await;

@@ -223,7 +223,7 @@ impl TaskContext {
         sent_upto: u64,
     ) -> Option<String> {
         let update = |reply| {
-            Command::TaskUpdate(TaskUpdate {
+            SessionCommand::TaskUpdate(TaskUpdate {
                 task_id: task_id.to_owned(),
                 place: (place.n, place.snapshot),
                 payload: payload.clone(),
@@ -257,7 +257,7 @@ impl TaskContext {
         after: u64,
     ) -> Result<u64, ()> {
         let plan = match handle {
-            Some(h) => h.ask(|r| Command::Replay(after, r)).await,
+            Some(h) => h.ask(|r| SessionCommand::Replay(after, r)).await,
             None => None,
         };
         let plan = match plan {
@@ -354,7 +354,7 @@ fn a2a_error_frame(request_id: &str, e: &A2aError) -> String {
         A2aError::InvalidRequest(_)
         | A2aError::RequestTooLarge(_)
         | A2aError::InvalidParams(_)
-        | A2aError::Commerce(_)
+        | A2aError::A202(_)
         | A2aError::Extension(_) => ErrorCode::InvalidRequest,
         A2aError::Unauthenticated(_) => ErrorCode::Unauthenticated,
         A2aError::PermissionDenied(_) => ErrorCode::PermissionDenied,

@@ -205,7 +205,7 @@ async fn a_burst_of_joins_leaves_a_viewer_that_reads_nothing_one_membership_list
             output: sessions::OutputEncoding::Binary,
         };
         handle
-            .ask(|r| Command::Join(request, r))
+            .ask(|r| SessionCommand::Join(request, r))
             .await
             .unwrap()
             .unwrap();

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use wire::a2a::{Content, Message};
 
 use crate::extensions::Declared;
-use crate::store::{CommerceRow, Store};
+use crate::store::{A202Row, Store};
 use canonical::Kernel;
 use capability::Versions;
 use object::{SignatureCheck, Verified};
@@ -32,7 +32,7 @@ pub const HTTP_HEADER: &str = "a202-extensions";
 
 /// A refusal, named by its code in the A202 registry (a kernel validation refusal has none).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub enum A202Refusal {
     #[error("A202-EXTENSION-UNSUPPORTED: the A202 commercial extension is not in effect")]
     ExtensionUnsupported,
     #[error("kernel validation refusal: {0}")]
@@ -77,18 +77,18 @@ pub const CODES: [&str; 8] = [
     ENDPOINT_INSECURE,
 ];
 
-impl Refusal {
+impl A202Refusal {
     pub fn code(&self) -> Option<&'static str> {
         Some(match self {
-            Refusal::ExtensionUnsupported => capability::Unsupported::CODE,
-            Refusal::Kernel(_) => return None,
-            Refusal::HashFormat => HASH_FORMAT,
-            Refusal::HashMismatch { .. } => HASH_MISMATCH,
-            Refusal::SignatureInvalid(_) => SIGNATURE_INVALID,
-            Refusal::AnnotationForged => ANNOTATION_FORGED,
-            Refusal::StreamMismatch(_) => STREAM_MISMATCH,
-            Refusal::SequenceConflict { .. } => SEQUENCE_CONFLICT,
-            Refusal::EndpointInsecure => ENDPOINT_INSECURE,
+            A202Refusal::ExtensionUnsupported => capability::Unsupported::CODE,
+            A202Refusal::Kernel(_) => return None,
+            A202Refusal::HashFormat => HASH_FORMAT,
+            A202Refusal::HashMismatch { .. } => HASH_MISMATCH,
+            A202Refusal::SignatureInvalid(_) => SIGNATURE_INVALID,
+            A202Refusal::AnnotationForged => ANNOTATION_FORGED,
+            A202Refusal::StreamMismatch(_) => STREAM_MISMATCH,
+            A202Refusal::SequenceConflict { .. } => SEQUENCE_CONFLICT,
+            A202Refusal::EndpointInsecure => ENDPOINT_INSECURE,
         })
     }
 
@@ -100,7 +100,7 @@ impl Refusal {
             "refusal": if self.code().is_some() { "registry" } else { "kernel_validation" },
             "message": self.to_string(),
         });
-        if let Refusal::SequenceConflict { current, .. } = self {
+        if let A202Refusal::SequenceConflict { current, .. } = self {
             body["current_sequence"] = json!(current);
         }
         body
@@ -111,7 +111,7 @@ impl Refusal {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Refused(#[from] Refusal),
+    Refused(#[from] A202Refusal),
     #[error("the A202 store failed: {0:#}")]
     Store(#[from] anyhow::Error),
 }
@@ -148,7 +148,7 @@ impl Carrier {
 }
 
 #[derive(Clone)]
-pub struct Commerce {
+pub struct A202 {
     inner: Arc<Inner>,
 }
 
@@ -164,7 +164,7 @@ struct Inner {
 
 /// How this agent takes part in A202 (the `--a202-*` flags).
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct A202Settings {
     /// Every A2A request must activate the extension.
     pub required: bool,
     pub versions: Versions,
@@ -172,8 +172,8 @@ pub struct Settings {
     pub keys: Option<std::path::PathBuf>,
 }
 
-impl Commerce {
-    pub fn new(args: &Settings, store: Store) -> Result<Commerce> {
+impl A202 {
+    pub fn new(args: &A202Settings, store: Store) -> Result<A202> {
         let versions = args.versions.clone();
         let kernel = Kernel::default();
         let keys = match &args.keys {
@@ -185,7 +185,7 @@ impl Commerce {
             required = args.required,
             "A202 extension ready"
         );
-        Ok(Commerce {
+        Ok(A202 {
             inner: Arc::new(Inner {
                 versions,
                 required: args.required,
@@ -221,7 +221,7 @@ impl Commerce {
     }
 
     /// Verifies one object's bytes as received.
-    pub fn verify(&self, bytes: &[u8]) -> Result<Verified, Refusal> {
+    pub fn verify(&self, bytes: &[u8]) -> Result<Verified, A202Refusal> {
         object::verify(&self.inner.kernel, &self.inner.keys, bytes)
     }
 
@@ -233,7 +233,7 @@ impl Commerce {
         &self,
         message: &Message,
         activated: bool,
-    ) -> Result<Option<Vec<Verified>>, Refusal> {
+    ) -> Result<Option<Vec<Verified>>, A202Refusal> {
         let parts: Vec<_> = message
             .parts
             .iter()
@@ -243,7 +243,7 @@ impl Commerce {
             return Ok(None);
         }
         if !activated {
-            return Err(Refusal::ExtensionUnsupported);
+            return Err(A202Refusal::ExtensionUnsupported);
         }
         let mut objects = Vec::new();
         for part in parts {
@@ -251,7 +251,7 @@ impl Commerce {
                 Content::Raw(bytes) => objects.push(self.verify(bytes)?),
                 Content::Data(_) => {}
                 _ => {
-                    return Err(Refusal::Kernel(
+                    return Err(A202Refusal::Kernel(
                         "an A202 object travels as the raw bytes of a part, not as text or a URL"
                             .into(),
                     ));
@@ -259,7 +259,7 @@ impl Commerce {
             }
         }
         if objects.is_empty() {
-            return Err(Refusal::Kernel(
+            return Err(A202Refusal::Kernel(
                 "a structured view is not the object: send its canonical bytes as a raw part"
                     .into(),
             ));
@@ -272,7 +272,7 @@ impl Commerce {
             .and_then(Value::as_str);
         for object in &objects {
             if object.transaction_id.as_deref() != named {
-                return Err(Refusal::StreamMismatch(format!(
+                return Err(A202Refusal::StreamMismatch(format!(
                     "the message's extension payload names transaction {} but object {} belongs to {}",
                     named.unwrap_or("none"),
                     object.id,
@@ -294,7 +294,7 @@ impl Commerce {
     ) -> Result<Vec<Receipt>, Error> {
         let _turn = self.inner.append.lock().await;
         let store = &self.inner.store;
-        let mut rows: Vec<CommerceRow> = Vec::new();
+        let mut rows: Vec<A202Row> = Vec::new();
         let mut receipts = Vec::new();
         for object in objects {
             let stream = object.transaction_id.clone().unwrap_or_default();
@@ -310,7 +310,7 @@ impl Commerce {
             let (sequence, duplicate) = match held {
                 Some((sequence, hash)) if hash == object.content_hash => (sequence, true),
                 Some(_) => {
-                    return Err(Refusal::SequenceConflict {
+                    return Err(A202Refusal::SequenceConflict {
                         current,
                         detail: format!(
                             "{} version {} is already in a stream with other content",
@@ -321,13 +321,13 @@ impl Commerce {
                 }
                 None => {
                     if let Some(expected) = object.expected_sequence.filter(|e| *e != current) {
-                        return Err(Refusal::SequenceConflict {
+                        return Err(A202Refusal::SequenceConflict {
                             current,
                             detail: format!("the action expected sequence {expected}"),
                         }
                         .into());
                     }
-                    rows.push(CommerceRow {
+                    rows.push(A202Row {
                         transaction_id: stream,
                         sequence: current + 1,
                         object_id: object.id.clone(),

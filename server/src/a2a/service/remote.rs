@@ -9,7 +9,7 @@ use super::*;
 
 /// The cluster as the task service sees it (`cluster::Peers` is it).
 #[async_trait::async_trait]
-pub trait Elsewhere: Send + Sync {
+pub trait Cluster: Send + Sync {
     /// The node that runs context `context_id`, when another (live) node runs it.
     async fn node_of(&self, context_id: &str) -> anyhow::Result<Option<String>>;
 
@@ -52,7 +52,7 @@ impl TaskService {
             _ => None,
         };
         match context {
-            Some(context) => Ok(self.inner.elsewhere.node_of(&context).await?),
+            Some(context) => Ok(self.inner.cluster.node_of(&context).await?),
             None => Ok(None),
         }
     }
@@ -62,10 +62,10 @@ impl TaskService {
         if task.status.state.is_terminal() || self.live_snapshot(&task.id).is_some() {
             return Ok(None);
         }
-        Ok(self.inner.elsewhere.node_of(&task.context_id).await?)
+        Ok(self.inner.cluster.node_of(&task.context_id).await?)
     }
 
-    pub(super) async fn send_elsewhere(
+    pub(super) async fn send_remote(
         &self,
         node: &str,
         who: &Principal,
@@ -74,13 +74,13 @@ impl TaskService {
     ) -> Result<Sent, A2aError> {
         let params = serde_json::to_value(req).map_err(anyhow::Error::from)?;
         let subject = subject(&req.message);
-        let sent = (self.inner.elsewhere)
+        let sent = (self.inner.cluster)
             .call(node, who, "SendMessage", params, via.extensions, subject)
             .await?;
         Ok(serde_json::from_value(sent).map_err(anyhow::Error::from)?)
     }
 
-    pub(super) async fn stream_elsewhere(
+    pub(super) async fn stream_remote(
         &self,
         node: &str,
         who: &Principal,
@@ -89,7 +89,7 @@ impl TaskService {
         via: Via<'_>,
         subject: &str,
     ) -> Result<TaskStream, A2aError> {
-        let mut events = (self.inner.elsewhere)
+        let mut events = (self.inner.cluster)
             .stream(node, who, method, params, via.extensions, subject)
             .await?;
         let first = match events.next().await {
@@ -124,7 +124,7 @@ impl TaskService {
         })
     }
 
-    pub(super) async fn call_elsewhere(
+    pub(super) async fn call_remote(
         &self,
         node: &str,
         who: &Principal,
@@ -132,7 +132,7 @@ impl TaskService {
         params: Value,
         id: &str,
     ) -> Result<Task, A2aError> {
-        let task = (self.inner.elsewhere)
+        let task = (self.inner.cluster)
             .call(node, who, method, params, &[], id)
             .await?;
         Ok(serde_json::from_value(task).map_err(anyhow::Error::from)?)

@@ -41,7 +41,7 @@ pub struct AppInner {
     pub heartbeat_interval: Duration,
     pub heartbeat_timeout: Duration,
     pub limits: crate::limits::Limits,
-    pub files: crate::files::Settings,
+    pub files: crate::files::FileSettings,
     pub audit: crate::audit::Audit,
     /// The tokens of open connections, which are cut when their token stops being valid.
     pub revocations: crate::revocation::Revocations,
@@ -131,7 +131,7 @@ impl ApiError {
         )
     }
 
-    pub fn rate_limited(refused: crate::limits::Refused) -> ApiError {
+    pub fn rate_limited(refused: crate::limits::LimitRefusal) -> ApiError {
         ApiError {
             retry_after: Some(refused.retry_after.as_secs_f64().ceil().max(1.0) as u64),
             ..ApiError::new(

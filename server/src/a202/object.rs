@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Refusal;
+use super::A202Refusal;
 use super::canonical::{Kernel, canonical, content, sha256_hex, signing_input};
 use super::keys::{Algorithm, KeyCheck, Keyring};
 
@@ -83,30 +83,30 @@ pub struct Verified {
 }
 
 /// Verifies `bytes` as received.
-pub fn verify(kernel: &Kernel, keys: &Keyring, bytes: &[u8]) -> Result<Verified, Refusal> {
+pub fn verify(kernel: &Kernel, keys: &Keyring, bytes: &[u8]) -> Result<Verified, A202Refusal> {
     let object: Value = serde_json::from_slice(bytes)
-        .map_err(|e| Refusal::Kernel(format!("the bytes are not JSON: {e}")))?;
+        .map_err(|e| A202Refusal::Kernel(format!("the bytes are not JSON: {e}")))?;
     if let Some(path) = non_integer(&object, String::new()) {
-        return Err(Refusal::Kernel(format!(
+        return Err(A202Refusal::Kernel(format!(
             "{path} is a non-integer number; decimal values travel as strings"
         )));
     }
     if canonical(&object) != bytes {
-        return Err(Refusal::Kernel(
+        return Err(A202Refusal::Kernel(
             "the bytes are not the RFC 8785 canonical form of the object they hold".into(),
         ));
     }
     if object.get("kernel_annotations").is_some() {
-        return Err(Refusal::AnnotationForged);
+        return Err(A202Refusal::AnnotationForged);
     }
     if let Some(Value::String(h)) = object.get("content_hash")
         && !(h.len() == 64
             && h.bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
     {
-        return Err(Refusal::HashFormat);
+        return Err(A202Refusal::HashFormat);
     }
-    kernel.validate(&object).map_err(Refusal::Kernel)?;
+    kernel.validate(&object).map_err(A202Refusal::Kernel)?;
     let declared = object["content_hash"]
         .as_str()
         .unwrap_or_default()
@@ -114,7 +114,7 @@ pub fn verify(kernel: &Kernel, keys: &Keyring, bytes: &[u8]) -> Result<Verified,
     let content = content(&object);
     let computed = sha256_hex(&content);
     if declared != computed {
-        return Err(Refusal::HashMismatch { declared, computed });
+        return Err(A202Refusal::HashMismatch { declared, computed });
     }
     let object_type = object["object_type"]
         .as_str()
@@ -125,7 +125,7 @@ pub fn verify(kernel: &Kernel, keys: &Keyring, bytes: &[u8]) -> Result<Verified,
         .map_or(&[][..], Vec::as_slice);
     let needed = minimum_signatures(&object_type);
     if entries.len() < needed {
-        return Err(Refusal::SignatureInvalid(format!(
+        return Err(A202Refusal::SignatureInvalid(format!(
             "{object_type} needs {needed} signatures and carries {}",
             entries.len()
         )));
@@ -170,7 +170,7 @@ fn check_signature(
     object_type: &str,
     content: &[u8],
     entry: &Value,
-) -> Result<SignatureCheck, Refusal> {
+) -> Result<SignatureCheck, A202Refusal> {
     let field = |name: &str| entry[name].as_str().unwrap_or_default().to_owned();
     let (key_id, purpose, value) = (field("key_id"), field("purpose"), field("signature"));
     let mut check = SignatureCheck {
@@ -188,12 +188,12 @@ fn check_signature(
     if let Some(allowed) = purposes(object_type)
         && !allowed.contains(&purpose.as_str())
     {
-        return Err(Refusal::SignatureInvalid(format!(
+        return Err(A202Refusal::SignatureInvalid(format!(
             "a signature for {purpose} does not sign a {object_type}"
         )));
     }
     let algorithm = Algorithm::parse(&check.algorithm).ok_or_else(|| {
-        Refusal::SignatureInvalid(format!("unknown algorithm {}", check.algorithm))
+        A202Refusal::SignatureInvalid(format!("unknown algorithm {}", check.algorithm))
     })?;
     let input = signing_input(content, entry);
     match keys.check(&key_id, algorithm, &field("signed_at"), &value, &input) {
@@ -202,7 +202,7 @@ fn check_signature(
             check.key_status = Some(key_status);
         }
         Ok(KeyCheck::Unknown) => check.detail = Some(format!("no key record for {key_id}")),
-        Err(why) => return Err(Refusal::SignatureInvalid(why)),
+        Err(why) => return Err(A202Refusal::SignatureInvalid(why)),
     }
     Ok(check)
 }
@@ -210,7 +210,7 @@ fn check_signature(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commerce::seal::{Signer, seal};
+    use crate::a202::seal::{Signer, seal};
     use serde_json::json;
 
     const OFFER: &str = include_str!("../../tests/fixtures/a202/offer.json");
@@ -253,7 +253,7 @@ mod tests {
     }
 
     impl Fixture {
-        fn verify(&self, bytes: &[u8]) -> Result<Verified, Refusal> {
+        fn verify(&self, bytes: &[u8]) -> Result<Verified, A202Refusal> {
             verify(&self.kernel, &self.keys, bytes)
         }
     }
@@ -289,7 +289,7 @@ mod tests {
             let (impostor, _) = Signer::generate(real.key_id(), algorithm).unwrap();
             let bytes = sealed(&[(&impostor, "offer_submission")]);
             assert!(
-                matches!(f.verify(&bytes), Err(Refusal::SignatureInvalid(_))),
+                matches!(f.verify(&bytes), Err(A202Refusal::SignatureInvalid(_))),
                 "{algorithm:?}"
             );
             // A signature whose purpose was relabelled after signing.
@@ -298,13 +298,13 @@ mod tests {
             o["signatures"][0]["purpose"] = json!("object_issuance");
             assert!(matches!(
                 f.verify(&canonical(&o)),
-                Err(Refusal::SignatureInvalid(_))
+                Err(A202Refusal::SignatureInvalid(_))
             ));
         }
         // A purpose that does not sign an offer, although the cryptography holds.
         let bytes = sealed(&[(&f.es, "event_append")]);
         assert!(
-            matches!(f.verify(&bytes), Err(Refusal::SignatureInvalid(m)) if m.contains("event_append"))
+            matches!(f.verify(&bytes), Err(A202Refusal::SignatureInvalid(m)) if m.contains("event_append"))
         );
         // Signed before the key's validity began.
         let early = seal(
@@ -314,7 +314,7 @@ mod tests {
         )
         .unwrap();
         assert!(
-            matches!(f.verify(&early), Err(Refusal::SignatureInvalid(m)) if m.contains("not valid"))
+            matches!(f.verify(&early), Err(A202Refusal::SignatureInvalid(m)) if m.contains("not valid"))
         );
     }
 
@@ -346,16 +346,19 @@ mod tests {
         assert_ne!(tampered, text);
         assert!(matches!(
             f.verify(tampered.as_bytes()),
-            Err(Refusal::HashMismatch { .. })
+            Err(A202Refusal::HashMismatch { .. })
         ));
         let mut o: Value = serde_json::from_str(&text).unwrap();
         o["content_hash"] = json!("0".repeat(64));
         assert!(matches!(
             f.verify(&canonical(&o)),
-            Err(Refusal::HashMismatch { .. })
+            Err(A202Refusal::HashMismatch { .. })
         ));
         o["content_hash"] = json!("A".repeat(64));
-        assert_eq!(f.verify(&canonical(&o)).unwrap_err(), Refusal::HashFormat);
+        assert_eq!(
+            f.verify(&canonical(&o)).unwrap_err(),
+            A202Refusal::HashFormat
+        );
     }
 
     #[test]
@@ -364,12 +367,14 @@ mod tests {
         let bytes = sealed(&[(&f.es, "offer_submission")]);
         let same: Value = serde_json::from_slice(&bytes).unwrap();
         let pretty = serde_json::to_vec_pretty(&same).unwrap();
-        assert!(matches!(f.verify(&pretty), Err(Refusal::Kernel(m)) if m.contains("canonical")));
+        assert!(
+            matches!(f.verify(&pretty), Err(A202Refusal::Kernel(m)) if m.contains("canonical"))
+        );
         let with_float = String::from_utf8(bytes)
             .unwrap()
             .replace("\"version\":1", "\"version\":1.5");
         assert!(
-            matches!(f.verify(with_float.as_bytes()), Err(Refusal::Kernel(m)) if m.contains("non-integer"))
+            matches!(f.verify(with_float.as_bytes()), Err(A202Refusal::Kernel(m)) if m.contains("non-integer"))
         );
     }
 
@@ -381,7 +386,7 @@ mod tests {
         let bytes = seal(&mut o, &[(&f.es, "offer_submission")], SIGNED_AT).unwrap();
         let refusal = f.verify(&bytes).unwrap_err();
         assert!(
-            matches!(&refusal, Refusal::Kernel(m) if m.contains("carrier_task_id")),
+            matches!(&refusal, A202Refusal::Kernel(m) if m.contains("carrier_task_id")),
             "{refusal}"
         );
         assert_eq!(refusal.code(), None);
@@ -398,7 +403,7 @@ mod tests {
         });
         assert_eq!(
             f.verify(&canonical(&o)).unwrap_err(),
-            Refusal::AnnotationForged
+            A202Refusal::AnnotationForged
         );
     }
 }
