@@ -12,11 +12,10 @@ pub mod watch;
 pub use connection::*;
 pub use policy::*;
 
-use futures_util::{Stream, StreamExt};
-use serde_json::{Value, json};
+use futures_util::Stream;
+use serde_json::Value;
 
-use crate::a2a::{Version, v03};
-use crate::extensions;
+use crate::a2a::Version;
 
 /// Which protocol versions a client may use (seed 002).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,6 +259,7 @@ const CACHE_TTL_MS: i64 = 3_600_000;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn interfaces_come_in_card_order_and_need_their_own_url_binding_and_version() {

@@ -2,7 +2,12 @@
 //! one when (and only when) the server answers VersionNotSupported; interfaces that did are
 //! remembered for an hour.
 
-use super::*;
+use super::CACHE_TTL_MS;
+use super::ClientError;
+use super::Interface;
+use super::Policy;
+use super::connection::Link;
+use crate::a2a::Version;
 
 /// Runs `op` on the first candidate; under `auto` with fallback, a VersionNotSupported
 /// answer (and nothing else) moves on to the first 0.3 candidate.

@@ -22,20 +22,17 @@ mod spec;
 pub use protocol::*;
 pub use spec::*;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use bytes::Bytes;
-use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::task::TaskTracker;
-use wire::{self, CloseReason, OutputStream, Role, SessionFrame};
+use wire::{self, CloseReason, SessionFrame};
 
-use crate::auth::Scope;
 use crate::clock;
 use crate::store::{Frame, FrameBody, SessionRow, Store};
 

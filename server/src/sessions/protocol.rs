@@ -1,7 +1,21 @@
 //! How connections and the task service talk to a session's owner task: the commands it
 //! takes, what a join gets, and the frames it sends, encoded once.
 
-use super::*;
+use anyhow::Result;
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio::sync::oneshot;
+use wire::CloseReason;
+use wire::OutputStream;
+use wire::Role;
+use wire::SessionFrame;
+
+use super::actor::TaskRun;
+use crate::auth::Scope;
+use crate::clock;
+use crate::store::Frame;
+use crate::store::FrameBody;
 
 /// Encodes a `pty.session_frame` envelope once; every subscriber gets the same bytes.
 pub fn encode_frame(sequence: u64, frame: &SessionFrame) -> Bytes {

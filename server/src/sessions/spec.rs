@@ -1,7 +1,14 @@
 //! What a session runs: the request (argv or command, cwd, env, size, host) checked into a
 //! spec, the login shell, and the shell-integration rc file.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::SessionSettings;
+use super::host;
+use super::host::Host;
 use crate::sandbox;
 
 /// Runs the user's login files, then marks prompts and commands with OSC 133 so that the

@@ -1,7 +1,15 @@
 //! Replay frames: written behind in batches (output as LZ4 when that is smaller), read by
 //! sequence range or from the last keyframe, pruned outside both retention bounds.
 
-use super::*;
+use std::borrow::Cow;
+
+use anyhow::Result;
+use bytes::Bytes;
+use sqlx::AssertSqlSafe;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::Store;
 
 /// One broadcast frame of a session as retained for replay.
 #[derive(Debug, Clone, PartialEq)]

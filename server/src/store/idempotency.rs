@@ -1,7 +1,11 @@
 //! `idempotency/v1`'s cache: the first response to each message id, kept with the hash of
 //! the request it answered. A row with status 0 is a request still running on its node.
 
-use super::*;
+use sqlx::Row;
+
+use anyhow::Result;
+
+use super::Store;
 
 /// A cached response (status 0: its request still runs).
 #[derive(Debug, Clone, PartialEq)]

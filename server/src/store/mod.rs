@@ -15,14 +15,12 @@ pub use nodes::*;
 pub use records::*;
 pub use tasks::*;
 
-use std::borrow::Cow;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use bytes::Bytes;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::sync::{mpsc, watch};

@@ -1,7 +1,17 @@
 //! The nodes of a cluster, their heartbeats, what a dead node leaves behind, and the
 //! values the nodes share.
 
-use super::*;
+use anyhow::Result;
+use sqlx::AssertSqlSafe;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::SESSION_COLUMNS;
+use super::SessionRow;
+use super::Store;
+use super::frames;
+use super::frames::Frame;
+use super::session_row;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeRow {

@@ -1,6 +1,10 @@
 //! Append-only records: the audit trail and the A202 transaction streams.
 
-use super::*;
+use anyhow::Result;
+use sqlx::AssertSqlSafe;
+use sqlx::Row;
+
+use super::Store;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditRow {

@@ -2,7 +2,12 @@
 //! the replay floor moves past them), the retention of closed sessions (their frames and
 //! tasks go), and the bytes the whole database file holds in use.
 
-use super::*;
+use anyhow::Result;
+use sqlx::AssertSqlSafe;
+use sqlx::Row;
+
+use super::Backend;
+use super::Store;
 
 impl Store {
     /// The bytes session `id`'s frames take.

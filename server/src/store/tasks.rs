@@ -1,6 +1,13 @@
 //! Tasks and their push-notification configs.
 
-use super::*;
+use anyhow::Result;
+use sqlx::AnyPool;
+use sqlx::AssertSqlSafe;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+use tokio::sync::mpsc;
+
+use super::Store;
 
 use tokio::sync::oneshot;
 

@@ -1,7 +1,37 @@
 //! Tasks the executor runs: a new message planned by it, persisted as SUBMITTED, then
 //! followed from its updates to a terminal state; an answer to a task that waits for input.
 
-use super::*;
+use std::sync::Arc;
+
+use serde_json::Map;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::sync::watch;
+use wire::a2a::Message;
+use wire::a2a::Part;
+use wire::a2a::Task;
+use wire::a2a::TaskState;
+
+use super::super::A2aError;
+use super::super::Via;
+use super::super::push::Target;
+use super::CANCEL_WAIT;
+use super::NewTask;
+use super::Started;
+use super::TaskService;
+use super::agent_message;
+use super::feed::Feed;
+use super::feed::Follow;
+use super::receipts::receipt_metadata;
+use super::stamped;
+use super::status;
+use crate::a202;
+use crate::agentic;
+use crate::agentic::Stamp;
+use crate::auth::Principal;
+use crate::executor::Plan;
+use crate::executor::Update;
+use crate::executor::Work;
 
 impl TaskService {
     /// Plans the message with the executor; a task is persisted as SUBMITTED and followed

@@ -1,6 +1,16 @@
 //! ListTasks: newest status first, with an opaque cursor.
 
-use super::*;
+use base64::Engine as _;
+use wire::a2a::ListTasksRequest;
+use wire::a2a::TaskState;
+
+use super::super::A2aError;
+use super::ListPage;
+use super::TaskService;
+use super::require;
+use crate::auth::Principal;
+use crate::auth::Scope;
+use crate::store::TaskFilter;
 
 pub(super) fn parse_ms(ts: &str) -> Option<i64> {
     let t = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok()?;

@@ -14,28 +14,25 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base64::Engine as _;
 use serde_json::{Map, Value, json};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 use wire::a2a::{
-    Artifact, Content, ListTasksRequest, Message, Part, Role, SendMessageRequest, StreamResponse,
-    Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskState, TaskStatus,
+    Message, Part, Role, SendMessageRequest, StreamResponse, Task, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
 };
 
 use super::push::{Push, Target};
 use super::{A2aError, Version, Via};
-use crate::a202::{self, A202, Carrier, Receipt};
+use crate::a202::{self, A202};
 use crate::agentic::{self, Agentic, Stamp};
 use crate::auth::{Principal, Scope};
 use crate::clock;
-use crate::executor::{Executor, Plan, Update, Work, shell};
-use crate::store::{Store, TaskFilter, TasksOf};
+use crate::executor::{Executor, shell};
+use crate::store::{Store, TasksOf};
 use feed::{Feed, Follow, STREAM_BUFFER};
 pub use feed::{Place, TaskStream};
 use finished::Finished;
 use list::parse_ms;
-use receipts::receipt_metadata;
 pub use remote::Cluster;
 
 /// How long a cancel waits for the task to end before answering with what it has.

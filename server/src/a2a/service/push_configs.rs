@@ -1,6 +1,14 @@
 //! The push-notification config operations of a task.
 
-use super::*;
+use wire::a2a::TaskPushNotificationConfig;
+
+use super::super::A2aError;
+use super::super::Version;
+use super::super::push::Target;
+use super::TaskService;
+use super::require;
+use crate::auth::Principal;
+use crate::auth::Scope;
 
 impl TaskService {
     /// Stores a push config and, while its task runs here, delivers the task's next events

@@ -1,7 +1,27 @@
 //! A202 objects a message carries: appended to their streams, and a receipt task for a
 //! message that carries nothing else.
 
-use super::*;
+use serde_json::Map;
+use serde_json::Value;
+use serde_json::json;
+use tokio::sync::watch;
+use wire::a2a::Artifact;
+use wire::a2a::Content;
+use wire::a2a::Part;
+use wire::a2a::Task;
+use wire::a2a::TaskState;
+
+use super::super::A2aError;
+use super::NewTask;
+use super::Started;
+use super::TaskService;
+use super::bind;
+use super::stamped;
+use super::status;
+use crate::a202;
+use crate::a202::Carrier;
+use crate::a202::Receipt;
+use crate::agentic::Stamp;
 
 /// A task's metadata for the A202 objects its message carried.
 pub(super) fn receipt_metadata(receipts: &[Receipt]) -> Map<String, Value> {

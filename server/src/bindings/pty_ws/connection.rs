@@ -4,6 +4,7 @@
 mod join;
 mod send;
 use send::{close, close_for, finish};
+use tracing::Instrument;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -11,8 +12,42 @@ mod tests;
 use std::pin::Pin;
 
 use super::executor::{self, Dialect};
-use super::*;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::Map;
+use serde_json::Value;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+use tokio_util::task::AbortOnDropHandle;
+use wire::ClientOp;
+use wire::DecodeError;
+use wire::ErrorCode;
+use wire::Pong;
+use wire::Role;
+use wire::SUBPROTOCOL_BINARY;
+use wire::SUBPROTOCOL_JSON;
+use wire::TaskOp;
+
+use super::MAX_FRAME_BYTES;
+use super::error_frame;
+use super::server_frame;
+use crate::auth::Principal;
+use crate::auth::Scope;
+use crate::clock;
+use crate::limits::SessionSlot;
 use crate::revocation::Lease;
+use crate::sessions::Outbound;
+use crate::sessions::SessionCommand;
+use crate::sessions::SessionHandle;
+use crate::sessions::host;
+use crate::state::AppState;
+use crate::websocket::Socket;
 use tasks::TaskContext;
 use tokio_tungstenite::tungstenite::Error as WsError;
 

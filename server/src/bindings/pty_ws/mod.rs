@@ -5,51 +5,29 @@
 //! speaks the spec's shape or the agentic-sandbox executor's (`executor`), which decodes
 //! into and encodes from the same operations.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
-use tokio::time::Instant;
+use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
-use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
-use tokio_util::task::AbortOnDropHandle;
-use tracing::Instrument;
-use wire::a2a::{StreamResponse, Task};
-use wire::{
-    self, ClientOp, DecodeError, Envelope, ErrorCode, JoinSession, Pong, Role, SUBPROTOCOL_BINARY,
-    SUBPROTOCOL_JSON, TaskOp,
-};
+use wire::{self, Envelope, ErrorCode, SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON};
 
 mod connection;
 mod executor;
 mod forwarded;
 
-use crate::websocket::{self as socket, NotAnUpgrade, Socket, Upgrade};
+use crate::websocket::{NotAnUpgrade, Socket, Upgrade};
 use connection::Connection;
-
-use crate::a2a::service::TaskStream;
-use crate::a2a::{A2aError, Version, Via};
 
 use crate::admission::Admitted;
 use crate::audit;
-use crate::auth::{self, Principal, Scope};
+use crate::auth::{self, Principal};
 use crate::clock;
 use crate::cluster::{Owner, forward};
 use crate::limits::SessionSlot;
-use crate::sessions::host;
-use crate::sessions::{
-    self, JoinRequest, Joined, Outbound, OutputEncoding, Replay, SessionCommand, SessionHandle,
-    SessionRefusal, TASK_UPDATE, TaskUpdate, envelope, is_task_update,
-};
 use crate::state::{
     ApiError, AppState, auth_error, authenticate, header_bearer, refuse_query_token,
 };

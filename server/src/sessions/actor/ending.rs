@@ -2,7 +2,17 @@
 //! left running), the final keyframe and `Closed` go out, every member is said goodbye to,
 //! and the history is durable before the session retires.
 
-use super::*;
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use wire::CloseReason;
+use wire::SessionFrame;
+
+use super::super::Outbound;
+use super::super::host::Host;
+use super::super::pty::Exit;
+use super::Actor;
+use super::FAREWELL_WAIT;
+use super::persist::Persist;
 
 impl Actor {
     /// Whether ptyhost is stopping while this session's program lives on (managed).

@@ -1,7 +1,27 @@
 //! Membership: joins (fresh or resumed), leaves, the controller role, input and resizes by
 //! the controller, and keyframes on request.
 
-use super::*;
+use bytes::Bytes;
+use tokio::time::Instant;
+use wire::ErrorCode;
+use wire::PtyErrorCode;
+use wire::Role;
+use wire::SessionFrame;
+
+use super::super::JoinRequest;
+use super::super::Joined;
+use super::super::Outbound;
+use super::super::Replay;
+use super::super::ScreenCursor;
+use super::super::ScreenText;
+use super::super::SessionRefusal;
+use super::super::pty::InputError;
+use super::Actor;
+use super::KEYFRAME_REQUEST_INTERVAL;
+use super::Member;
+use super::persist::Persist;
+use crate::audit;
+use crate::auth::Scope;
 
 impl Actor {
     pub(super) fn join(&mut self, req: JoinRequest) -> Result<Joined, SessionRefusal> {

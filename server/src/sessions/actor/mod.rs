@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use super::host::Host;
 use super::{OutputEncoding, Resumed};
-use crate::audit::{self, Audit};
+use crate::audit::Audit;
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::task::TaskTracker;
 use wire::{
@@ -29,14 +29,12 @@ mod shell;
 mod updates;
 mod window;
 
-use super::marks::{Mark, MarkScanner, Piece};
-use super::pty::{Exit, InputError, Pty, PtyEvents};
+use super::pty::{Exit, Pty, PtyEvents};
 use super::replay::Ring;
 use super::screen::Screen;
 use super::{
-    JoinRequest, Joined, LiveStatus, MembershipSlot, Outbound, Replay, ScreenCursor, ScreenText,
-    SessionCommand, SessionHandle, SessionRefusal, SessionSettings, Sessions, encode_frame,
-    envelope, new_frame, new_output,
+    LiveStatus, MembershipSlot, Outbound, SessionCommand, SessionHandle, SessionRefusal,
+    SessionSettings, Sessions, encode_frame, envelope, new_frame, new_output,
 };
 use crate::auth::Scope;
 use crate::clock;

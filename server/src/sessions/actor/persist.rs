@@ -1,6 +1,17 @@
 //! The write-behind: frames persisted in batches, the session's size and close, retention.
 
-use super::*;
+use tokio::sync::oneshot;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use wire::CloseReason;
+
+use super::super::SessionSettings;
+use super::BATCH_WINDOW;
+use super::PRUNE_INTERVAL;
+use super::backlog;
+use crate::clock;
+use crate::store::Frame;
+use crate::store::Store;
 
 /// What the write-behind task has made durable: every frame up to `upto`, every retained
 /// frame after `floor` (below it, retention has pruned), and the reservation of sequences

@@ -1,7 +1,19 @@
 //! The shell side of a session: the OSC 133 marks in its output, the commands queued for
 //! it and the one running, INPUT_REQUIRED detection and cancel.
 
-use super::*;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use wire::ErrorCode;
+
+use super::super::SessionRefusal;
+use super::super::marks::Mark;
+use super::super::marks::MarkScanner;
+use super::super::marks::Piece;
+use super::super::pty::InputError;
+use super::super::pty::Pty;
+use super::Actor;
+use super::CANCEL_GRACE;
+use super::INPUT_IDLE;
 
 /// What a task's runner hears from the session.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,8 +7,13 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
-use super::*;
+use bytes::Bytes;
+
+use super::super::Outbound;
+use super::Actor;
+use crate::clock;
 use crate::sessions::{TASK_UPDATE, TaskUpdate};
+use crate::store::Frame;
 use crate::store::FrameBody;
 
 /// Task events remembered for followers that have not asked for them yet.

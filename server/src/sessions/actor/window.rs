@@ -1,7 +1,5 @@
 //! The flow-control window of a member that acknowledges output (`ptyhost.ack`).
 
-use super::*;
-
 /// A flow-controlled member's output in flight: (sequence, bytes) not yet acknowledged.
 #[derive(Debug)]
 pub(super) struct Window {

@@ -1,7 +1,36 @@
 //! Joining a session (fresh, resumed with `replay_from`, or a closed session served from
 //! the store) and leaving it.
 
-use super::*;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+use wire::Envelope;
+use wire::ErrorCode;
+use wire::JoinSession;
+use wire::Role;
+
+use super::super::executor;
+use super::super::executor::Dialect;
+use super::super::server_frame;
+use super::Connection;
+use super::Ended;
+use super::LeaveOnDrop;
+use super::Membership;
+use super::Next;
+use super::Sink;
+use super::send::close;
+use crate::audit;
+use crate::auth::Scope;
+use crate::sessions;
+use crate::sessions::JoinRequest;
+use crate::sessions::Joined;
+use crate::sessions::OutputEncoding;
+use crate::sessions::Replay;
+use crate::sessions::SessionCommand;
+use crate::sessions::SessionRefusal;
+use crate::sessions::envelope;
+use crate::sessions::is_task_update;
 
 impl Connection {
     /// Asks the session on behalf of the joined member, after the binding's scope check.

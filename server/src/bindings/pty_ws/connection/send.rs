@@ -1,7 +1,29 @@
 //! How frames reach the client: whole or in fragments, with a deadline, in the
 //! connection's dialect; and how the socket closes.
 
-use super::*;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::SinkExt;
+use futures_util::StreamExt;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+use wire::ErrorCode;
+
+use super::super::MAX_FRAME_BYTES;
+use super::super::error_frame;
+use super::super::executor;
+use super::super::executor::Dialect;
+use super::super::server_frame;
+use super::Admit;
+use super::Connection;
+use super::Ended;
+use super::Sink;
+use super::Stream;
+use crate::websocket as socket;
 
 impl Connection {
     /// A final `Error` frame, then the close code.

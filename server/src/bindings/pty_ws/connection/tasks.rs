@@ -1,7 +1,31 @@
 //! The six A2A operations on a pty-ws connection; they run beside the frame loop, so a
 //! blocking send never holds up the terminal stream.
 
-use super::*;
+use futures_util::StreamExt;
+use serde_json::Map;
+use serde_json::Value;
+use serde_json::json;
+use tokio::sync::mpsc;
+use wire::Envelope;
+use wire::ErrorCode;
+use wire::TaskOp;
+use wire::a2a::StreamResponse;
+use wire::a2a::Task;
+
+use super::super::server_frame;
+use crate::a2a::A2aError;
+use crate::a2a::Version;
+use crate::a2a::Via;
+use crate::a2a::service::TaskStream;
+use crate::auth::Principal;
+use crate::clock;
+use crate::sessions::Replay;
+use crate::sessions::SessionCommand;
+use crate::sessions::SessionHandle;
+use crate::sessions::TASK_UPDATE;
+use crate::sessions::TaskUpdate;
+use crate::sessions::is_task_update;
+use crate::state::AppState;
 use crate::store::Frame;
 
 /// Task updates read from the store per page when a subscriber replays.

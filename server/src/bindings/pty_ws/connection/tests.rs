@@ -6,7 +6,9 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_tungstenite::tungstenite;
 
 use super::*;
-use crate::sessions::SpecRequest;
+use crate::sessions::{JoinRequest, SpecRequest};
+use crate::{auth, sessions};
+use wire::Envelope;
 
 /// A server's state in `dir` and a new session of it running `cat`.
 async fn cat_session(dir: &tempfile::TempDir) -> (AppState, String) {
