@@ -1,17 +1,11 @@
 //! One selected interface spoken to: HTTP+JSON or JSON-RPC, 1.0 or 0.3, answers normalized
 //! to 1.0 shapes, streams read as server-sent events.
 
-use futures_util::Stream;
-use futures_util::StreamExt;
-use serde_json::Value;
-use serde_json::json;
+use futures_util::{Stream, StreamExt};
+use serde_json::{Value, json};
 
-use super::Binding;
-use super::ClientError;
-use super::Events;
-use super::Interface;
-use crate::a2a::Version;
-use crate::a2a::v03;
+use super::{Binding, ClientError, Events, Interface};
+use crate::a2a::{Version, v03};
 use crate::extensions;
 
 /// One interface, spoken to.

@@ -2,11 +2,8 @@
 //! one when (and only when) the server answers VersionNotSupported; interfaces that did are
 //! remembered for an hour.
 
-use super::CACHE_TTL_MS;
-use super::ClientError;
-use super::Interface;
-use super::Policy;
 use super::connection::Link;
+use super::{CACHE_TTL_MS, ClientError, Interface, Policy};
 use crate::a2a::Version;
 
 /// Runs `op` on the first candidate; under `auto` with fallback, a VersionNotSupported

@@ -29,14 +29,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use host::Host;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::task::TaskTracker;
 use wire::{self, CloseReason, SessionFrame};
 
 use crate::clock;
 use crate::store::{Frame, FrameBody, SessionRow, Store};
-
-use host::Host;
 
 /// The knobs of every session, from the `serve` flags.
 #[derive(Debug, Clone)]

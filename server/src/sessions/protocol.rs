@@ -4,18 +4,13 @@
 use anyhow::Result;
 use bytes::Bytes;
 use serde::Serialize;
-use tokio::sync::mpsc;
-use tokio::sync::oneshot;
-use wire::CloseReason;
-use wire::OutputStream;
-use wire::Role;
-use wire::SessionFrame;
+use tokio::sync::{mpsc, oneshot};
+use wire::{CloseReason, OutputStream, Role, SessionFrame};
 
 use super::actor::TaskRun;
 use crate::auth::Scope;
 use crate::clock;
-use crate::store::Frame;
-use crate::store::FrameBody;
+use crate::store::{Frame, FrameBody};
 
 /// Encodes a `pty.session_frame` envelope once; every subscriber gets the same bytes.
 pub fn encode_frame(sequence: u64, frame: &SessionFrame) -> Bytes {

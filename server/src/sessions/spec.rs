@@ -6,9 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::SessionSettings;
-use super::host;
 use super::host::Host;
+use super::{SessionSettings, host};
 use crate::sandbox;
 
 /// Runs the user's login files, then marks prompts and commands with OSC 133 so that the

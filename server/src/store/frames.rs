@@ -5,9 +5,8 @@ use std::borrow::Cow;
 
 use anyhow::Result;
 use bytes::Bytes;
-use sqlx::AssertSqlSafe;
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
 
 use super::Store;
 

@@ -1,9 +1,8 @@
 //! `idempotency/v1`'s cache: the first response to each message id, kept with the hash of
 //! the request it answered. A row with status 0 is a request still running on its node.
 
-use sqlx::Row;
-
 use anyhow::Result;
+use sqlx::Row;
 
 use super::Store;
 

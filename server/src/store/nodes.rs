@@ -2,16 +2,11 @@
 //! values the nodes share.
 
 use anyhow::Result;
-use sqlx::AssertSqlSafe;
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
 
-use super::SESSION_COLUMNS;
-use super::SessionRow;
-use super::Store;
-use super::frames;
 use super::frames::Frame;
-use super::session_row;
+use super::{SESSION_COLUMNS, SessionRow, Store, frames, session_row};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeRow {

@@ -1,8 +1,7 @@
 //! Append-only records: the audit trail and the A202 transaction streams.
 
 use anyhow::Result;
-use sqlx::AssertSqlSafe;
-use sqlx::Row;
+use sqlx::{AssertSqlSafe, Row};
 
 use super::Store;
 

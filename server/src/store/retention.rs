@@ -3,11 +3,9 @@
 //! tasks go), and the bytes the whole database file holds in use.
 
 use anyhow::Result;
-use sqlx::AssertSqlSafe;
-use sqlx::Row;
+use sqlx::{AssertSqlSafe, Row};
 
-use super::Backend;
-use super::Store;
+use super::{Backend, Store};
 
 impl Store {
     /// The bytes session `id`'s frames take.

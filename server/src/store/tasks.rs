@@ -1,15 +1,11 @@
 //! Tasks and their push-notification configs.
 
 use anyhow::Result;
-use sqlx::AnyPool;
-use sqlx::AssertSqlSafe;
-use sqlx::Row;
 use sqlx::any::AnyRow;
-use tokio::sync::mpsc;
+use sqlx::{AnyPool, AssertSqlSafe, Row};
+use tokio::sync::{mpsc, oneshot};
 
 use super::Store;
-
-use tokio::sync::oneshot;
 
 /// Which tasks a listing wants, newest status first.
 #[derive(Debug, Clone, Default)]

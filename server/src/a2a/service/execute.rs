@@ -3,35 +3,19 @@
 
 use std::sync::Arc;
 
-use serde_json::Map;
-use serde_json::json;
-use tokio::sync::mpsc;
-use tokio::sync::watch;
-use wire::a2a::Message;
-use wire::a2a::Part;
-use wire::a2a::Task;
-use wire::a2a::TaskState;
+use serde_json::{Map, json};
+use tokio::sync::{mpsc, watch};
+use wire::a2a::{Message, Part, Task, TaskState};
 
-use super::super::A2aError;
-use super::super::Via;
-use super::super::push::Target;
-use super::CANCEL_WAIT;
-use super::NewTask;
-use super::Started;
-use super::TaskService;
-use super::agent_message;
-use super::feed::Feed;
-use super::feed::Follow;
+use super::feed::{Feed, Follow};
 use super::receipts::receipt_metadata;
-use super::stamped;
-use super::status;
-use crate::a202;
-use crate::agentic;
+use super::{CANCEL_WAIT, NewTask, Started, TaskService, agent_message, stamped, status};
+use crate::a2a::push::Target;
+use crate::a2a::{A2aError, Via};
 use crate::agentic::Stamp;
 use crate::auth::Principal;
-use crate::executor::Plan;
-use crate::executor::Update;
-use crate::executor::Work;
+use crate::executor::{Plan, Update, Work};
+use crate::{a202, agentic};
 
 impl TaskService {
     /// Plans the message with the executor; a task is persisted as SUBMITTED and followed

@@ -1,19 +1,13 @@
 //! A running task's feed: its latest snapshot and its event stream, changed together, and
 //! what a subscriber or the sender follows of it.
 
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::broadcast;
-use tokio::sync::watch;
-use wire::a2a::Artifact;
-use wire::a2a::StreamResponse;
-use wire::a2a::Task;
-use wire::a2a::TaskArtifactUpdateEvent;
-use wire::a2a::TaskState;
+use tokio::sync::{broadcast, watch};
+use wire::a2a::{Artifact, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState};
 
-use super::super::A2aError;
-use super::super::push::Push;
+use crate::a2a::A2aError;
+use crate::a2a::push::Push;
 use crate::revocation::Lease;
 
 /// Events a stream subscriber may fall behind by before its stream ends with an error.

@@ -1,15 +1,11 @@
 //! ListTasks: newest status first, with an opaque cursor.
 
 use base64::Engine as _;
-use wire::a2a::ListTasksRequest;
-use wire::a2a::TaskState;
+use wire::a2a::{ListTasksRequest, TaskState};
 
-use super::super::A2aError;
-use super::ListPage;
-use super::TaskService;
-use super::require;
-use crate::auth::Principal;
-use crate::auth::Scope;
+use super::{ListPage, TaskService, require};
+use crate::a2a::A2aError;
+use crate::auth::{Principal, Scope};
 use crate::store::TaskFilter;
 
 pub(super) fn parse_ms(ts: &str) -> Option<i64> {

@@ -2,13 +2,10 @@
 
 use wire::a2a::TaskPushNotificationConfig;
 
-use super::super::A2aError;
-use super::super::Version;
-use super::super::push::Target;
-use super::TaskService;
-use super::require;
-use crate::auth::Principal;
-use crate::auth::Scope;
+use super::{TaskService, require};
+use crate::a2a::push::Target;
+use crate::a2a::{A2aError, Version};
+use crate::auth::{Principal, Scope};
 
 impl TaskService {
     /// Stores a push config and, while its task runs here, delivers the task's next events

@@ -1,26 +1,14 @@
 //! A202 objects a message carries: appended to their streams, and a receipt task for a
 //! message that carries nothing else.
 
-use serde_json::Map;
-use serde_json::Value;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 use tokio::sync::watch;
-use wire::a2a::Artifact;
-use wire::a2a::Content;
-use wire::a2a::Part;
-use wire::a2a::Task;
-use wire::a2a::TaskState;
+use wire::a2a::{Artifact, Content, Part, Task, TaskState};
 
-use super::super::A2aError;
-use super::NewTask;
-use super::Started;
-use super::TaskService;
-use super::bind;
-use super::stamped;
-use super::status;
+use super::{NewTask, Started, TaskService, bind, stamped, status};
+use crate::a2a::A2aError;
 use crate::a202;
-use crate::a202::Carrier;
-use crate::a202::Receipt;
+use crate::a202::{Carrier, Receipt};
 use crate::agentic::Stamp;
 
 /// A task's metadata for the A202 objects its message carried.

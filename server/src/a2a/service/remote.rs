@@ -4,20 +4,13 @@
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-
 use serde_json::Value;
 use tokio::sync::broadcast;
-use wire::a2a::Message;
-use wire::a2a::SendMessageRequest;
-use wire::a2a::StreamResponse;
-use wire::a2a::Task;
+use wire::a2a::{Message, SendMessageRequest, StreamResponse, Task};
 
-use super::super::A2aError;
-use super::super::Via;
-use super::Sent;
-use super::TaskService;
-use super::feed::STREAM_BUFFER;
-use super::feed::TaskStream;
+use super::feed::{STREAM_BUFFER, TaskStream};
+use super::{Sent, TaskService};
+use crate::a2a::{A2aError, Via};
 use crate::auth::Principal;
 
 /// The cluster as the task service sees it (`cluster::Peers` is it).

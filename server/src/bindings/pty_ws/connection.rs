@@ -5,6 +5,7 @@ mod join;
 mod send;
 use send::{close, close_for, finish};
 use tracing::Instrument;
+
 mod tasks;
 #[cfg(test)]
 mod tests;

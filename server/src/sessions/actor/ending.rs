@@ -4,15 +4,13 @@
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
-use wire::CloseReason;
-use wire::SessionFrame;
+use wire::{CloseReason, SessionFrame};
 
-use super::super::Outbound;
-use super::super::host::Host;
-use super::super::pty::Exit;
-use super::Actor;
-use super::FAREWELL_WAIT;
 use super::persist::Persist;
+use super::{Actor, FAREWELL_WAIT};
+use crate::sessions::Outbound;
+use crate::sessions::host::Host;
+use crate::sessions::pty::Exit;
 
 impl Actor {
     /// Whether ptyhost is stopping while this session's program lives on (managed).

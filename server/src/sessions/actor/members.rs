@@ -3,25 +3,16 @@
 
 use bytes::Bytes;
 use tokio::time::Instant;
-use wire::ErrorCode;
-use wire::PtyErrorCode;
-use wire::Role;
-use wire::SessionFrame;
+use wire::{ErrorCode, PtyErrorCode, Role, SessionFrame};
 
-use super::super::JoinRequest;
-use super::super::Joined;
-use super::super::Outbound;
-use super::super::Replay;
-use super::super::ScreenCursor;
-use super::super::ScreenText;
-use super::super::SessionRefusal;
-use super::super::pty::InputError;
-use super::Actor;
-use super::KEYFRAME_REQUEST_INTERVAL;
-use super::Member;
 use super::persist::Persist;
+use super::{Actor, KEYFRAME_REQUEST_INTERVAL, Member};
 use crate::audit;
 use crate::auth::Scope;
+use crate::sessions::pty::InputError;
+use crate::sessions::{
+    JoinRequest, Joined, Outbound, Replay, ScreenCursor, ScreenText, SessionRefusal,
+};
 
 impl Actor {
     pub(super) fn join(&mut self, req: JoinRequest) -> Result<Joined, SessionRefusal> {

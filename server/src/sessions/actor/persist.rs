@@ -1,17 +1,13 @@
 //! The write-behind: frames persisted in batches, the session's size and close, retention.
 
-use tokio::sync::oneshot;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use wire::CloseReason;
 
-use super::super::SessionSettings;
-use super::BATCH_WINDOW;
-use super::PRUNE_INTERVAL;
-use super::backlog;
+use super::{BATCH_WINDOW, PRUNE_INTERVAL, backlog};
 use crate::clock;
-use crate::store::Frame;
-use crate::store::Store;
+use crate::sessions::SessionSettings;
+use crate::store::{Frame, Store};
 
 /// What the write-behind task has made durable: every frame up to `upto`, every retained
 /// frame after `floor` (below it, retention has pruned), and the reservation of sequences

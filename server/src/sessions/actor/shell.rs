@@ -5,15 +5,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use wire::ErrorCode;
 
-use super::super::SessionRefusal;
-use super::super::marks::Mark;
-use super::super::marks::MarkScanner;
-use super::super::marks::Piece;
-use super::super::pty::InputError;
-use super::super::pty::Pty;
-use super::Actor;
-use super::CANCEL_GRACE;
-use super::INPUT_IDLE;
+use super::{Actor, CANCEL_GRACE, INPUT_IDLE};
+use crate::sessions::SessionRefusal;
+use crate::sessions::marks::{Mark, MarkScanner, Piece};
+use crate::sessions::pty::{InputError, Pty};
 
 /// What a task's runner hears from the session.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,16 +5,14 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use bytes::Bytes;
 use serde_json::Value;
 
-use bytes::Bytes;
-
-use super::super::Outbound;
 use super::Actor;
 use crate::clock;
+use crate::sessions::Outbound;
 use crate::sessions::{TASK_UPDATE, TaskUpdate};
-use crate::store::Frame;
-use crate::store::FrameBody;
+use crate::store::{Frame, FrameBody};
 
 /// Task events remembered for followers that have not asked for them yet.
 const REMEMBERED: usize = 4096;

@@ -5,32 +5,18 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
-use wire::Envelope;
-use wire::ErrorCode;
-use wire::JoinSession;
-use wire::Role;
+use wire::{Envelope, ErrorCode, JoinSession, Role};
 
-use super::super::executor;
-use super::super::executor::Dialect;
-use super::super::server_frame;
-use super::Connection;
-use super::Ended;
-use super::LeaveOnDrop;
-use super::Membership;
-use super::Next;
-use super::Sink;
 use super::send::close;
-use crate::audit;
+use super::{Connection, Ended, LeaveOnDrop, Membership, Next, Sink};
 use crate::auth::Scope;
-use crate::sessions;
-use crate::sessions::JoinRequest;
-use crate::sessions::Joined;
-use crate::sessions::OutputEncoding;
-use crate::sessions::Replay;
-use crate::sessions::SessionCommand;
-use crate::sessions::SessionRefusal;
-use crate::sessions::envelope;
-use crate::sessions::is_task_update;
+use crate::bindings::pty_ws::executor::Dialect;
+use crate::bindings::pty_ws::{executor, server_frame};
+use crate::sessions::{
+    JoinRequest, Joined, OutputEncoding, Replay, SessionCommand, SessionRefusal, envelope,
+    is_task_update,
+};
+use crate::{audit, sessions};
 
 impl Connection {
     /// Asks the session on behalf of the joined member, after the binding's scope check.

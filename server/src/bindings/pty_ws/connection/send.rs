@@ -4,25 +4,16 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::SinkExt;
-use futures_util::StreamExt;
+use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Error as WsError;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use wire::ErrorCode;
 
-use super::super::MAX_FRAME_BYTES;
-use super::super::error_frame;
-use super::super::executor;
-use super::super::executor::Dialect;
-use super::super::server_frame;
-use super::Admit;
-use super::Connection;
-use super::Ended;
-use super::Sink;
-use super::Stream;
+use super::{Admit, Connection, Ended, Sink, Stream};
+use crate::bindings::pty_ws::executor::Dialect;
+use crate::bindings::pty_ws::{MAX_FRAME_BYTES, error_frame, executor, server_frame};
 use crate::websocket as socket;
 
 impl Connection {

@@ -2,29 +2,19 @@
 //! blocking send never holds up the terminal stream.
 
 use futures_util::StreamExt;
-use serde_json::Map;
-use serde_json::Value;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
-use wire::Envelope;
-use wire::ErrorCode;
-use wire::TaskOp;
-use wire::a2a::StreamResponse;
-use wire::a2a::Task;
+use wire::a2a::{StreamResponse, Task};
+use wire::{Envelope, ErrorCode, TaskOp};
 
-use super::super::server_frame;
-use crate::a2a::A2aError;
-use crate::a2a::Version;
-use crate::a2a::Via;
 use crate::a2a::service::TaskStream;
+use crate::a2a::{A2aError, Version, Via};
 use crate::auth::Principal;
+use crate::bindings::pty_ws::server_frame;
 use crate::clock;
-use crate::sessions::Replay;
-use crate::sessions::SessionCommand;
-use crate::sessions::SessionHandle;
-use crate::sessions::TASK_UPDATE;
-use crate::sessions::TaskUpdate;
-use crate::sessions::is_task_update;
+use crate::sessions::{
+    Replay, SessionCommand, SessionHandle, TASK_UPDATE, TaskUpdate, is_task_update,
+};
 use crate::state::AppState;
 use crate::store::Frame;
 
