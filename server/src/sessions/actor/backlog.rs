@@ -7,9 +7,25 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
+use wire::CloseReason;
 
-use super::persist::Persist;
+use crate::store::Frame;
+
+/// One write the actor asks of its write-behind.
+pub(super) enum Persist {
+    Frame(Frame),
+    /// Sequences up to this one may be handed out.
+    Reserve(u64),
+    /// Everything queued so far is written.
+    Flush(oneshot::Sender<()>),
+    Size(u16, u16),
+    Close {
+        exit_code: Option<i32>,
+        reason: CloseReason,
+        done: oneshot::Sender<()>,
+    },
+}
 
 #[derive(Default)]
 struct Shared {

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use wire::{CloseReason, SessionFrame};
 
-use super::persist::Persist;
+use super::backlog::Persist;
 use super::{Actor, FAREWELL_WAIT};
 use crate::sessions::Outbound;
 use crate::sessions::host::Host;

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 use wire::{ErrorCode, PtyErrorCode, Role, SessionFrame};
 
-use super::persist::Persist;
+use super::backlog::Persist;
 use super::{Actor, KEYFRAME_REQUEST_INTERVAL, Member};
 use crate::audit;
 use crate::auth::Scope;

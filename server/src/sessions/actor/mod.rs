@@ -39,8 +39,9 @@ use super::{
 use crate::auth::Scope;
 use crate::clock;
 use crate::store::{Frame, Store};
+use backlog::Persist;
 pub use persist::Persisted;
-use persist::{Persist, write_behind};
+use persist::write_behind;
 use shell::ShellSide;
 pub use shell::{TaskEvent, TaskRun};
 use window::Window;

@@ -1,10 +1,11 @@
 //! The write-behind: frames persisted in batches, the session's size and close, retention.
 
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use wire::CloseReason;
 
-use super::{BATCH_WINDOW, PRUNE_INTERVAL, backlog};
+use super::backlog::{self, Persist};
+use super::{BATCH_WINDOW, PRUNE_INTERVAL};
 use crate::clock;
 use crate::sessions::SessionSettings;
 use crate::store::{Frame, Store};
@@ -17,20 +18,6 @@ pub struct Persisted {
     pub upto: u64,
     pub floor: u64,
     pub(super) reserved: u64,
-}
-
-pub(super) enum Persist {
-    Frame(Frame),
-    /// Sequences up to this one may be handed out.
-    Reserve(u64),
-    /// Everything queued so far is written.
-    Flush(oneshot::Sender<()>),
-    Size(u16, u16),
-    Close {
-        exit_code: Option<i32>,
-        reason: CloseReason,
-        done: oneshot::Sender<()>,
-    },
 }
 
 /// At most this many bytes of frames go into one batch.
