@@ -16,6 +16,8 @@ mod terminal;
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 mod timeline;
 mod wall;
+#[cfg(feature = "hydrate")]
+mod xterm;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};

@@ -224,7 +224,7 @@ mod browser {
         ui: PlayerUi,
         at: Option<f64>,
     ) {
-        let (term, _fit) = crate::client::open_terminal(&host);
+        let (term, _fit) = crate::xterm::open_terminal(&host);
         let player = Player {
             term,
             sid,
@@ -448,9 +448,7 @@ mod browser {
 
         fn apply(&self, frame: &SessionFrame) {
             match frame {
-                SessionFrame::Output { data, .. } => {
-                    crate::client::write_bytes(&self.term, &data.0)
-                }
+                SessionFrame::Output { data, .. } => crate::xterm::write_bytes(&self.term, &data.0),
                 SessionFrame::Resize { cols, rows } => {
                     self.term.resize(u32::from(*cols), u32::from(*rows))
                 }
@@ -459,7 +457,7 @@ mod browser {
                     snapshot_cols,
                     snapshot_rows,
                     ..
-                } => crate::client::paint_keyframe(
+                } => crate::xterm::paint_keyframe(
                     &self.term,
                     &snapshot.0,
                     *snapshot_cols,

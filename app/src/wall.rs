@@ -152,7 +152,7 @@ mod browser {
         token: String,
         alive: RwSignal<Option<String>>,
     ) {
-        let (term, _) = crate::client::open_terminal_with(&host, 9, false);
+        let (term, _) = crate::xterm::open_terminal_with(&host, 9, false);
         leptos::task::spawn_local(async move {
             let Some(ws) = crate::client::attach(&sid, &token) else {
                 return;
@@ -183,14 +183,14 @@ mod browser {
                             let _ = sink.send(ack(last)).await;
                         }
                         match frame {
-                            Ok(SessionFrame::Output { data, .. }) => crate::client::write_bytes(&term, &data.0),
+                            Ok(SessionFrame::Output { data, .. }) => crate::xterm::write_bytes(&term, &data.0),
                             Ok(SessionFrame::Keyframe { snapshot, snapshot_cols, snapshot_rows, .. }) => {
-                                crate::client::paint_keyframe(&term, &snapshot.0, snapshot_cols, snapshot_rows);
-                                crate::client::scale_into(&host);
+                                crate::xterm::paint_keyframe(&term, &snapshot.0, snapshot_cols, snapshot_rows);
+                                crate::xterm::scale_into(&host);
                             }
                             Ok(SessionFrame::Resize { cols, rows }) => {
                                 term.resize(u32::from(cols), u32::from(rows));
-                                crate::client::scale_into(&host);
+                                crate::xterm::scale_into(&host);
                             }
                             _ => {}
                         }

@@ -4,7 +4,13 @@
 #![forbid(unsafe_code)]
 
 pub mod a2a;
+mod binary;
 pub mod control;
+
+pub use binary::{
+    BINARY_INPUT_MAGIC, BINARY_OUTPUT_MAGIC, BINARY_STREAM_PTY, binary_input, binary_output,
+    executor_output, parse_binary_output,
+};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -19,59 +25,6 @@ pub const SUBPROTOCOL_BINARY: &str = "pty-ws.v1.binary";
 /// Prefix of the subprotocol entry that carries a bearer token for browsers.
 pub const BEARER_SUBPROTOCOL_PREFIX: &str = "bearer.";
 pub const SNAPSHOT_FORMAT: &str = "vt100-screen-state-v1";
-/// Binary PTY frames under `pty-ws.v1.binary` (binding §3.1): output is `PW1O`, the u64
-/// big-endian session sequence, the stream id (1 = the PTY) and raw bytes; input is `PW1I`
-/// and raw bytes.
-pub const BINARY_OUTPUT_MAGIC: &[u8; 4] = b"PW1O";
-pub const BINARY_INPUT_MAGIC: &[u8; 4] = b"PW1I";
-pub const BINARY_STREAM_PTY: u8 = 1;
-
-/// A `PW1O` output frame.
-pub fn binary_output(sequence: u64, data: &[u8]) -> Vec<u8> {
-    let mut frame = Vec::with_capacity(13 + data.len());
-    frame.extend_from_slice(BINARY_OUTPUT_MAGIC);
-    frame.extend_from_slice(&sequence.to_be_bytes());
-    frame.push(BINARY_STREAM_PTY);
-    frame.extend_from_slice(data);
-    frame
-}
-
-/// PTY output in the agentic-sandbox executor's shape: `{op: "output", seq, ts, payload:
-/// {data}}`, `data` in base64.
-pub fn executor_output(sequence: u64, ts: &str, data: &[u8]) -> Vec<u8> {
-    #[derive(Serialize)]
-    struct Data<'a> {
-        data: &'a str,
-    }
-    #[derive(Serialize)]
-    struct Output<'a> {
-        op: &'static str,
-        seq: u64,
-        ts: &'a str,
-        payload: Data<'a>,
-    }
-    let data = STANDARD.encode(data);
-    let frame = Output {
-        op: "output",
-        seq: sequence,
-        ts,
-        payload: Data { data: &data },
-    };
-    serde_json::to_vec(&frame).expect("an output frame serializes")
-}
-
-/// The sequence, stream id and bytes of a `PW1O` frame.
-pub fn parse_binary_output(frame: &[u8]) -> Option<(u64, u8, &[u8])> {
-    let rest = frame.strip_prefix(BINARY_OUTPUT_MAGIC)?;
-    let (seq, rest) = rest.split_first_chunk::<8>()?;
-    let (stream, data) = rest.split_first()?;
-    Some((u64::from_be_bytes(*seq), *stream, data))
-}
-
-/// A `PW1I` input frame.
-pub fn binary_input(data: &[u8]) -> Vec<u8> {
-    [BINARY_INPUT_MAGIC.as_slice(), data].concat()
-}
 pub const OP_SESSION_FRAME: &str = "pty.session_frame";
 /// The request that joins a session (`pty-extensions/v1`).
 pub const OP_JOIN: &str = "pty.join_session";
@@ -608,77 +561,4 @@ pub fn error_payload(code: ErrorCode, message: &str) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn close_reasons_are_named_as_they_serialize() {
-        use CloseReason::*;
-        for reason in [Normal, Killed, Timeout, InstanceTerminated, Error, NodeLost] {
-            let json = serde_json::to_value(reason).unwrap();
-            assert_eq!(json, reason.as_str(), "{reason:?}");
-        }
-        assert_eq!(NodeLost.as_str(), "node_lost");
-    }
-
-    #[test]
-    fn binary_frames_round_trip() {
-        let frame = binary_output(0x0102_0304_0506_0708, b"hi\x1b[0m");
-        assert_eq!(&frame[..13], b"PW1O\x01\x02\x03\x04\x05\x06\x07\x08\x01");
-        assert_eq!(
-            parse_binary_output(&frame),
-            Some((0x0102_0304_0506_0708, 1, b"hi\x1b[0m".as_slice()))
-        );
-        assert_eq!(parse_binary_output(b"PW1O\x00\x00"), None);
-        assert_eq!(parse_binary_output(b"PW1I1234567890"), None);
-        assert_eq!(binary_input(b"ls\r"), b"PW1Ils\r");
-    }
-
-    #[test]
-    fn input_payload_decodes_base64_bytes() {
-        let d = ClientOp::decode(
-            r#"{"op":"pty.session_input","id":"a","ts":"2026-01-01T00:00:00Z","payload":{"data":"aGk=","session_id":"s1"}}"#,
-        )
-        .unwrap();
-        assert_eq!(d.envelope.id, "a");
-        assert_eq!(d.op, ClientOp::Input(b"hi".to_vec()));
-        assert_eq!(d.session_id.as_deref(), Some("s1"));
-    }
-
-    #[test]
-    fn client_sequence_unknown_fields_and_bad_sizes_are_invalid() {
-        for text in [
-            r#"{"op":"ping","id":"a","ts":"t","sequence":3,"payload":{"client_ts":"t"}}"#,
-            r#"{"op":"ping","id":"a","ts":"t","bogus":1,"payload":{"client_ts":"t"}}"#,
-            r#"{"op":"pty.session_resize","id":"a","ts":"t","payload":{"cols":0,"rows":5}}"#,
-            r#"{"op":"pty.session_input","id":"a","ts":"t","payload":{"data":"***"}}"#,
-            r#"[1,2]"#,
-        ] {
-            assert!(
-                matches!(ClientOp::decode(text), Err((_, DecodeError::Invalid(_)))),
-                "{text}"
-            );
-        }
-    }
-
-    #[test]
-    fn unknown_op_is_unsupported_and_keeps_the_request_id() {
-        let err = ClientOp::decode(r#"{"op":"Nope","id":"x1","ts":"t","payload":{}}"#).unwrap_err();
-        assert_eq!(
-            err,
-            (Some("x1".into()), DecodeError::Unsupported("Nope".into()))
-        );
-    }
-
-    #[test]
-    fn session_frames_round_trip_with_their_kind_tag() {
-        let f = SessionFrame::Output {
-            stream: OutputStream::Stdout,
-            data: Base64Bytes(b"\x1b[1mA".to_vec()),
-        };
-        let v = serde_json::to_value(&f).unwrap();
-        assert_eq!(v["kind"], "Output");
-        assert_eq!(v["data"], "G1sxbUE=");
-        assert_eq!(serde_json::from_value::<SessionFrame>(v).unwrap(), f);
-    }
-}
+mod tests;

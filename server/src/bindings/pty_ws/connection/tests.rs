@@ -2,13 +2,15 @@
 //! sends, without HTTP or a network.
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
-
 use tokio_tungstenite::tungstenite;
+use wire::Envelope;
 
 use super::*;
+use crate::auth::Scope;
+use crate::bindings::pty_ws::MAX_FRAME_BYTES;
+use crate::clock;
 use crate::sessions::{JoinRequest, SpecRequest};
 use crate::{auth, sessions};
-use wire::Envelope;
 
 /// A server's state in `dir` and a new session of it running `cat`.
 async fn cat_session(dir: &tempfile::TempDir) -> (AppState, String) {

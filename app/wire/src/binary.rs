@@ -1,0 +1,60 @@
+//! The frames that are not JSON envelopes: `PW1O`/`PW1I` under `pty-ws.v1.binary`, and PTY
+//! output in the agentic-sandbox executor's shape, built without a JSON value in between.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::Serialize;
+
+/// Binary PTY frames under `pty-ws.v1.binary` (binding §3.1): output is `PW1O`, the u64
+/// big-endian session sequence, the stream id (1 = the PTY) and raw bytes; input is `PW1I`
+/// and raw bytes.
+pub const BINARY_OUTPUT_MAGIC: &[u8; 4] = b"PW1O";
+pub const BINARY_INPUT_MAGIC: &[u8; 4] = b"PW1I";
+pub const BINARY_STREAM_PTY: u8 = 1;
+
+/// A `PW1O` output frame.
+pub fn binary_output(sequence: u64, data: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(13 + data.len());
+    frame.extend_from_slice(BINARY_OUTPUT_MAGIC);
+    frame.extend_from_slice(&sequence.to_be_bytes());
+    frame.push(BINARY_STREAM_PTY);
+    frame.extend_from_slice(data);
+    frame
+}
+
+/// PTY output in the agentic-sandbox executor's shape: `{op: "output", seq, ts, payload:
+/// {data}}`, `data` in base64.
+pub fn executor_output(sequence: u64, ts: &str, data: &[u8]) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Data<'a> {
+        data: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Output<'a> {
+        op: &'static str,
+        seq: u64,
+        ts: &'a str,
+        payload: Data<'a>,
+    }
+    let data = STANDARD.encode(data);
+    let frame = Output {
+        op: "output",
+        seq: sequence,
+        ts,
+        payload: Data { data: &data },
+    };
+    serde_json::to_vec(&frame).expect("an output frame serializes")
+}
+
+/// The sequence, stream id and bytes of a `PW1O` frame.
+pub fn parse_binary_output(frame: &[u8]) -> Option<(u64, u8, &[u8])> {
+    let rest = frame.strip_prefix(BINARY_OUTPUT_MAGIC)?;
+    let (seq, rest) = rest.split_first_chunk::<8>()?;
+    let (stream, data) = rest.split_first()?;
+    Some((u64::from_be_bytes(*seq), *stream, data))
+}
+
+/// A `PW1I` input frame.
+pub fn binary_input(data: &[u8]) -> Vec<u8> {
+    [BINARY_INPUT_MAGIC.as_slice(), data].concat()
+}
