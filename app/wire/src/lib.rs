@@ -6,6 +6,7 @@
 pub mod a2a;
 mod binary;
 pub mod control;
+pub mod server;
 
 pub use binary::{
     BINARY_INPUT_MAGIC, BINARY_OUTPUT_MAGIC, BINARY_STREAM_PTY, binary_input, binary_output,
@@ -537,27 +538,6 @@ impl ErrorCode {
     pub fn retryable(self) -> bool {
         matches!(self, ErrorCode::RateLimited | ErrorCode::Internal)
     }
-}
-
-/// The payload of a binding `Error` frame, with the canonical A2A error (google.rpc.Status
-/// with an ErrorInfo whose reason is the binding code).
-pub fn error_payload(code: ErrorCode, message: &str) -> Value {
-    let (http, status) = code.status();
-    serde_json::json!({
-        "code": code.as_str(),
-        "message": message,
-        "a2a_error": {
-            "code": http,
-            "status": status,
-            "message": message,
-            "details": [{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": code.as_str(),
-                "domain": "a2a-protocol.org",
-            }],
-        },
-        "retryable": code.retryable(),
-    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,15 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use wire::{ClientOp, binary_output, executor_output, parse_binary_output};
+use wire::a2a::{StreamResponse, Task, TaskState, TaskStatus};
+use wire::server::{
+    Done, ErrorPayload, Goodbye, ServerFrame, ServerOp, StreamAccepted, SubscribeAccepted,
+    TaskAnswer, TaskPage, TaskUpdate,
+};
+use wire::{
+    Base64Bytes, ClientOp, CloseReason, ErrorCode, OutputStream, Pong, SessionFrame, binary_output,
+    executor_output, parse_binary_output,
+};
 
 /// The verbs a client may name beside the A2A operations (`wire::CORE_OPERATIONS`), and
 /// ones it may not.
@@ -113,5 +121,113 @@ proptest! {
                           "payload": { "data": STANDARD.encode(&data) } });
         let decoded = ClientOp::decode(&env.to_string()).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
         prop_assert_eq!(decoded.op, ClientOp::Input(data));
+    }
+}
+
+/// A task in one of the states a session's task passes through.
+fn task() -> impl Strategy<Value = Task> {
+    let states = prop_oneof![
+        Just(TaskState::Submitted),
+        Just(TaskState::Working),
+        Just(TaskState::Completed),
+        Just(TaskState::Failed),
+        Just(TaskState::Canceled),
+    ];
+    ("[a-z0-9-]{1,12}", "[a-z0-9-]{1,12}", states).prop_map(|(id, context_id, state)| Task {
+        id,
+        context_id,
+        status: TaskStatus {
+            state,
+            message: None,
+            timestamp: Some("2026-12-03T00:00:00Z".into()),
+        },
+        artifacts: None,
+        history: Vec::new(),
+        metadata: None,
+    })
+}
+
+/// Any frame the server sends in the spec's JSON shape.
+fn server_op() -> impl Strategy<Value = ServerOp> {
+    let codes = prop_oneof![
+        Just(ErrorCode::TaskNotFound),
+        Just(ErrorCode::InvalidRequest),
+        Just(ErrorCode::RateLimited),
+        Just(ErrorCode::ReplayOutOfRange),
+    ];
+    prop_oneof![
+        ".{0,16}".prop_map(|reason| ServerOp::Goodbye(Goodbye { reason })),
+        (codes, ".{0,24}", any::<Option<u64>>()).prop_map(|(code, message, oldest)| {
+            let mut error = ErrorPayload::new(code, &message);
+            error.oldest = oldest;
+            ServerOp::Error(Box::new(error))
+        }),
+        (any::<u64>(), prop::collection::vec(any::<u8>(), 0..64)).prop_map(|(_, data)| {
+            ServerOp::Session(SessionFrame::Output {
+                stream: OutputStream::Stdout,
+                data: Base64Bytes(data),
+            })
+        }),
+        (any::<Option<i32>>(), ".{0,12}").prop_map(|(exit_code, detail)| {
+            ServerOp::Session(SessionFrame::Closed {
+                exit_code,
+                reason: CloseReason::Normal,
+                detail: Some(detail),
+            })
+        }),
+        ".{0,12}".prop_map(|t| ServerOp::Pong(Pong {
+            client_ts: t.clone(),
+            server_ts: t
+        })),
+        task().prop_map(|task| ServerOp::GetTask(Box::new(TaskAnswer { task }))),
+        (prop::collection::vec(task(), 0..3), ".{0,8}").prop_map(|(tasks, next_page_token)| {
+            ServerOp::ListTasks(TaskPage {
+                tasks,
+                next_page_token,
+            })
+        }),
+        "[a-z0-9-]{1,12}".prop_map(|task_id| ServerOp::StreamAccepted(StreamAccepted { task_id })),
+        any::<u64>().prop_map(|current_sequence| {
+            ServerOp::SubscribeAccepted(SubscribeAccepted { current_sequence })
+        }),
+        task().prop_map(|task| {
+            let task_id = task.id.clone();
+            let delta = StreamResponse::Task(task.clone());
+            ServerOp::TaskUpdate(Box::new(TaskUpdate {
+                task,
+                delta,
+                task_id,
+            }))
+        }),
+        Just(ServerOp::Unsubscribed(Done {})),
+        Just(ServerOp::ServiceParametersUpdated(Done {})),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn every_server_frame_decodes_to_itself(op in server_op(), sequence in any::<Option<u64>>(), id in "[a-z0-9-]{1,16}") {
+        let frame = ServerFrame { id, ts: "2026-12-03T00:00:00Z".into(), sequence, service_parameters: None, op };
+        let text = frame.to_text();
+        let back = ServerFrame::decode(&text).map_err(|e| TestCaseError::fail(format!("{e}: {text}")))?;
+        let raw: Value = serde_json::from_str(&text).unwrap();
+        prop_assert_eq!(raw["op"].as_str(), Some(frame.op.name()), "name() is the op on the wire");
+        prop_assert_eq!(back, frame);
+    }
+
+    #[test]
+    fn the_session_envelope_encoder_writes_what_the_frame_decoder_reads(data in prop::collection::vec(any::<u8>(), 0..256), sequence in any::<u64>()) {
+        let output = SessionFrame::Output { stream: OutputStream::Stdout, data: Base64Bytes(data) };
+        let bytes = wire::server::encode_envelope(wire::OP_SESSION_FRAME, "f-1", "2026-12-03T00:00:00Z", Some(sequence), &output);
+        let frame = ServerFrame::decode(std::str::from_utf8(&bytes).unwrap()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(frame.sequence, Some(sequence));
+        prop_assert_eq!(frame.op, ServerOp::Session(output));
+    }
+
+    #[test]
+    fn no_text_makes_the_server_frame_decoder_panic(env in envelope()) {
+        let _ = ServerFrame::decode(&env.to_string());
     }
 }

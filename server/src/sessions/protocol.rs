@@ -19,22 +19,10 @@ pub fn encode_frame(sequence: u64, frame: &SessionFrame) -> Bytes {
 }
 
 pub(super) fn encode_envelope(sequence: u64, id: &str, at_ms: i64, frame: &SessionFrame) -> Bytes {
-    #[derive(Serialize)]
-    struct Out<'a> {
-        op: &'static str,
-        id: &'a str,
-        ts: String,
-        sequence: u64,
-        payload: &'a SessionFrame,
-    }
-    let out = Out {
-        op: wire::OP_SESSION_FRAME,
-        id,
-        ts: clock::rfc3339(at_ms),
-        sequence,
-        payload: frame,
-    };
-    Bytes::from(serde_json::to_vec(&out).expect("session frames serialize"))
+    let ts = clock::rfc3339(at_ms);
+    let text =
+        wire::server::encode_envelope(wire::OP_SESSION_FRAME, id, &ts, Some(sequence), frame);
+    Bytes::from(text)
 }
 
 /// A frame numbered `sequence`, encoded once for clients (stamped `created_at`) and ready
@@ -116,7 +104,7 @@ pub struct TaskUpdate {
     pub task_id: String,
     pub place: (u64, bool),
     /// The `TaskStatusUpdate` payload.
-    pub payload: serde_json::Value,
+    pub payload: Box<wire::server::TaskUpdate>,
     /// A joined follower's client id: the frame goes into its queue, in order.
     pub member: Option<String>,
     pub service_parameters: Option<serde_json::Map<String, serde_json::Value>>,

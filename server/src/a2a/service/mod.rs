@@ -13,6 +13,7 @@ mod remote;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+pub use wire::server::Sent;
 
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, watch};
@@ -61,14 +62,6 @@ struct Inner {
 struct Live {
     feed: Arc<Feed>,
     cancel: watch::Sender<bool>,
-}
-
-/// What SendMessage answers: the task, or (for some conformance scenarios) a message.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Sent {
-    Task(Task),
-    Message(Message),
 }
 
 /// A message that starts a task, the task's id and the push config sent with it.

@@ -5,6 +5,9 @@ mod join;
 mod send;
 use send::{close, finish};
 use tracing::Instrument;
+use wire::server::{
+    BindingHello, Done, FlowControl, HelloSession, PayloadMode, ServerInfo, ServerOp, SessionHost,
+};
 
 mod inbound;
 mod tasks;
@@ -21,7 +24,6 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::Map;
 use serde_json::Value;
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -214,40 +216,43 @@ impl Connection {
                 .flatten()
                 .map_or(0, |v| v.row.last_sequence),
         };
-        server_frame(
-            "binding_hello",
-            None,
-            Some(0),
-            json!({
-                "binding_uri": wire::BINDING_URI,
-                "binding_version": wire::BINDING_VERSION,
-                "supported_operations": wire::CORE_OPERATIONS,
-                "activated_extensions": [],
-                "session": { "session_id": self.session_id, "current_sequence": current },
-                "session_host": {
-                    "supported_backends": host::backends(),
-                    "default_backend": host::NATIVE,
-                    "supported_classes": host::classes(),
-                    "default_class": host::DIRECT,
-                    "observe_supported": true,
-                    "drive_supported": true,
-                    "reattach_supported": true,
-                },
-                "flow_control": {
-                    "extension": wire::FLOW_CONTROL_URI,
-                    "ack_op": wire::OP_ACK,
-                    "window_bytes": wire::FLOW_WINDOW_BYTES,
-                    "min_window_bytes": wire::MIN_WINDOW_BYTES,
-                    "resume_bytes": wire::FLOW_RESUME_BYTES,
-                },
-                "payload_mode": {
-                    "binary": self.binary,
-                    "binary_subprotocol": SUBPROTOCOL_BINARY,
-                    "json_subprotocol": SUBPROTOCOL_JSON,
-                },
-                "server_info": { "name": "ptyhost", "version": env!("CARGO_PKG_VERSION") },
-            }),
-        )
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        let hello = BindingHello {
+            binding_uri: wire::BINDING_URI.into(),
+            binding_version: wire::BINDING_VERSION.into(),
+            supported_operations: strings(&wire::CORE_OPERATIONS),
+            activated_extensions: Vec::new(),
+            session: HelloSession {
+                session_id: self.session_id.clone(),
+                current_sequence: current,
+            },
+            session_host: SessionHost {
+                supported_backends: strings(&host::backends()),
+                default_backend: host::NATIVE.into(),
+                supported_classes: strings(&host::classes()),
+                default_class: host::DIRECT.into(),
+                observe_supported: true,
+                drive_supported: true,
+                reattach_supported: true,
+            },
+            flow_control: FlowControl {
+                extension: wire::FLOW_CONTROL_URI.into(),
+                ack_op: wire::OP_ACK.into(),
+                window_bytes: wire::FLOW_WINDOW_BYTES as u64,
+                min_window_bytes: wire::MIN_WINDOW_BYTES as u64,
+                resume_bytes: wire::FLOW_RESUME_BYTES as u64,
+            },
+            payload_mode: PayloadMode {
+                binary: self.binary,
+                binary_subprotocol: SUBPROTOCOL_BINARY.into(),
+                json_subprotocol: SUBPROTOCOL_JSON.into(),
+            },
+            server_info: ServerInfo {
+                name: "ptyhost".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+        };
+        server_frame(None, Some(0), ServerOp::Hello(Box::new(hello)))
     }
 
     async fn serve(&mut self, sink: &mut Sink, stream: &mut Stream) {
@@ -359,7 +364,7 @@ impl Connection {
         let follow_key = match &op {
             TaskOp::Unsubscribe(r) => {
                 self.follows.remove(&r.task_id);
-                let frame = server_frame("Unsubscribe.Response", Some(request_id), None, json!({}));
+                let frame = server_frame(Some(request_id), None, ServerOp::Unsubscribed(Done {}));
                 let _ = self.task_frames.try_send(frame);
                 return;
             }

@@ -7,15 +7,16 @@
 //! module decodes an executor frame into the same `wire::Decoded` the spec's frames decode
 //! to, and encodes each frame the connection would send in the spec's shape into this one.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use wire::a2a::{ListTasksRequest, StreamResponse, Task, TaskState};
+use wire::a2a::{ListTasksRequest, StreamResponse, TaskState};
 use wire::{
     ClientOp, DecodeError, Decoded, Envelope, ErrorCode, ListTasksPayload, PtyErrorCode, Role,
     SessionFrame, TaskOp, TaskRef,
 };
 
 use crate::a2a::v03;
+use wire::server::{BindingHello, ErrorPayload, Sent, ServerFrame, ServerOp};
 
 /// How a connection's frames are shaped; fixed by its first client frame (or by a
 /// `replay_from` in its URL, which only the executor's clients send).
@@ -184,72 +185,115 @@ fn list(payload: &Map<String, Value>) -> Result<ListTasksPayload, (Option<String
 
 /// A spec frame as the executor would send it; `None` for frames the executor's shape has
 /// no counterpart of (acknowledgements of streams, the goodbye, which is the close itself).
+/// The spec's frame is read back into its type and written out again in this shape: a
+/// second encoder of the same `ServerOp`.
 pub fn encode(spec: &str) -> Option<String> {
-    let env: Envelope = serde_json::from_str(spec).ok()?;
-    let seq = env.sequence;
-    let (op, payload) = match env.op.as_str() {
-        wire::OP_SESSION_FRAME => {
-            let session = serde_json::from_value(env.payload).ok()?;
-            return Some(session_frame(seq, &env.ts, session));
-        }
-        "Error" => ("error", error(&env.payload)),
-        "binding_hello" => ("binding_hello", hello(env.payload)),
-        "binding_goodbye" | "SendStreamingMessage.Accepted" | "SubscribeToTask.Accepted" => {
+    let ServerFrame {
+        sequence: seq,
+        ts,
+        op,
+        ..
+    } = ServerFrame::decode(spec).ok()?;
+    let (name, payload) = match op {
+        ServerOp::Session(session) => return Some(session_frame(seq, &ts, session)),
+        ServerOp::Error(e) => ("error", to_value(ExecutorError::of(&e))),
+        ServerOp::Hello(hello) => ("binding_hello", to_value(executor_hello(*hello))),
+        ServerOp::Goodbye(_) | ServerOp::StreamAccepted(_) | ServerOp::SubscribeAccepted(_) => {
             return None;
         }
-        "SendMessage.Response" => match env.payload.as_object()?.iter().next()? {
-            (k, v) if k == "message" => (
-                "message",
-                v03::message(&serde_json::from_value(v.clone()).ok()?),
-            ),
-            (_, v) => ("task", task(v)?),
+        ServerOp::SendMessage(sent) => match *sent {
+            Sent::Message(m) => ("message", v03::message(&m)),
+            Sent::Task(t) => ("task", v03::task(&t)),
         },
-        "GetTask.Response" | "CancelTask.Response" => ("task", task(&env.payload["task"])?),
-        "ListTasks.Response" => {
-            let tasks: Vec<Value> = env.payload["tasks"]
-                .as_array()?
-                .iter()
-                .filter_map(task)
-                .collect();
-            let cursor = env.payload["next_page_token"]
-                .as_str()
-                .filter(|t| !t.is_empty());
-            (
-                "task_list",
-                json!({ "tasks": tasks, "next_cursor": cursor }),
-            )
+        ServerOp::GetTask(a) | ServerOp::CancelTask(a) => ("task", v03::task(&a.task)),
+        ServerOp::ListTasks(page) => {
+            let list = TaskList {
+                tasks: page.tasks.iter().map(v03::task).collect(),
+                next_cursor: Some(page.next_page_token).filter(|t| !t.is_empty()),
+            };
+            ("task_list", to_value(list))
         }
-        crate::sessions::TASK_UPDATE => {
-            let event: StreamResponse =
-                serde_json::from_value(env.payload["delta"].clone()).ok()?;
-            let op = match &event {
+        ServerOp::TaskUpdate(update) => {
+            let name = match &update.delta {
                 StreamResponse::Task(_) => "task",
                 StreamResponse::Message(_) => "message",
                 StreamResponse::StatusUpdate(_) => "status_update",
                 StreamResponse::ArtifactUpdate(_) => "artifact_update",
             };
-            (op, v03::event(&event))
+            (name, v03::event(&update.delta))
         }
-        _ => return Some(frame(&env.op, seq, &env.ts, env.payload)),
+        other @ (ServerOp::Pong(_)
+        | ServerOp::Unsubscribed(_)
+        | ServerOp::ServiceParametersUpdated(_)) => {
+            let name = other.name();
+            (name, to_value(other)["payload"].take())
+        }
     };
-    Some(frame(op, seq, &env.ts, payload))
+    Some(frame(name, seq, &ts, payload))
 }
 
-fn frame(op: &str, seq: Option<u64>, ts: &str, payload: Value) -> String {
-    json!({ "op": op, "seq": seq, "ts": ts, "payload": payload }).to_string()
+/// One frame of the executor's shape: a top-level snake_case op.
+#[derive(Serialize)]
+struct ExecutorFrame<'a, P: Serialize> {
+    op: &'a str,
+    seq: Option<u64>,
+    ts: &'a str,
+    payload: P,
 }
 
-fn task(v: &Value) -> Option<Value> {
-    let task: Task = serde_json::from_value(v.clone()).ok()?;
-    Some(v03::task(&task))
+fn frame(op: &str, seq: Option<u64>, ts: &str, payload: impl Serialize) -> String {
+    let frame = ExecutorFrame {
+        op,
+        seq,
+        ts,
+        payload,
+    };
+    serde_json::to_string(&frame).expect("an executor frame serializes")
+}
+
+fn to_value(payload: impl Serialize) -> Value {
+    serde_json::to_value(payload).expect("a payload serializes")
+}
+
+/// `task_list`: the tasks in 0.3 JSON and the cursor of the next page.
+#[derive(Serialize)]
+struct TaskList {
+    tasks: Vec<Value>,
+    next_cursor: Option<String>,
+}
+
+/// The executor's `error`: its dotted code, the message and the HTTP status; what the
+/// spec's payload adds (`oldest` of a replay, `retry_after_ms`) stays.
+#[derive(Serialize)]
+struct ExecutorError<'a> {
+    code: &'static str,
+    message: &'a str,
+    status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    oldest: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<u64>,
+}
+
+impl ExecutorError<'_> {
+    fn of(e: &ErrorPayload) -> ExecutorError<'_> {
+        let (code, status) = binding_error(e.code);
+        ExecutorError {
+            code,
+            message: &e.message,
+            status,
+            oldest: e.oldest,
+            retry_after_ms: e.retry_after_ms,
+        }
+    }
 }
 
 /// The spec's hello with the executor's additions: `pty-extensions/v1` is active on every
 /// executor connection, and the operations are the executor's names.
-fn hello(mut payload: Value) -> Value {
-    payload["activated_extensions"] = json!([wire::EXTENSION_URI]);
-    payload["supported_operations"] = json!(OPERATIONS);
-    payload
+fn executor_hello(mut hello: BindingHello) -> BindingHello {
+    hello.activated_extensions = vec![wire::EXTENSION_URI.into()];
+    hello.supported_operations = OPERATIONS.iter().map(|o| o.to_string()).collect();
+    hello
 }
 
 /// A session frame as a top-level op; output as the session itself encodes it for the
@@ -325,20 +369,6 @@ fn session_frame(seq: Option<u64>, ts: &str, session: SessionFrame) -> String {
     frame(op, seq, ts, payload)
 }
 
-/// A spec `Error` payload as the executor's `{code, message, status}`; what the spec's
-/// payload adds (`oldest` of a replay, `retry_after_ms`) stays.
-fn error(payload: &Value) -> Value {
-    let code: Option<ErrorCode> = serde_json::from_value(payload["code"].clone()).ok();
-    let (code, status) = code.map_or(("internal.error", 500), binding_error);
-    let mut out = json!({ "code": code, "message": payload["message"], "status": status });
-    for extra in ["oldest", "retry_after_ms"] {
-        if let Some(v) = payload.get(extra) {
-            out[extra] = v.clone();
-        }
-    }
-    out
-}
-
 /// The executor's dotted code and HTTP status for a binding error.
 pub fn binding_error(code: ErrorCode) -> (&'static str, u16) {
     match code {
@@ -366,12 +396,14 @@ fn pty_error(code: PtyErrorCode) -> (&'static str, u16) {
 /// An error that only the executor's shape names: `session.closed` (409) for a join of a
 /// session that has ended.
 pub fn session_closed(message: &str) -> String {
-    frame(
-        "error",
-        None,
-        &crate::clock::now_rfc3339(),
-        json!({ "code": "session.closed", "message": message, "status": 409 }),
-    )
+    let error = ExecutorError {
+        code: "session.closed",
+        message,
+        status: 409,
+        oldest: None,
+        retry_after_ms: None,
+    };
+    frame("error", None, &crate::clock::now_rfc3339(), error)
 }
 
 #[cfg(test)]
@@ -538,7 +570,11 @@ mod tests {
             "Error",
             "x".into(),
             "t".into(),
-            wire::error_payload(ErrorCode::PermissionDenied, "no"),
+            serde_json::to_value(wire::server::ErrorPayload::new(
+                ErrorCode::PermissionDenied,
+                "no",
+            ))
+            .unwrap(),
         );
         let e: Value = serde_json::from_str(&encode(&spec.to_text()).unwrap()).unwrap();
         assert_eq!(e["op"], "error");

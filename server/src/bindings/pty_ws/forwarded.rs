@@ -2,9 +2,9 @@
 //! (`cluster::forward`), and ended in this binding's words when that node is lost.
 
 use std::time::Duration;
+use wire::server::{Goodbye, ServerOp};
 
 use futures_util::SinkExt;
-use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 
@@ -38,7 +38,13 @@ pub async fn run(state: AppState, mut client: Socket, mut owner: OwnerSocket, si
 
 /// A `binding_goodbye` and a normal close.
 async fn goodbye(client: &mut Socket, reason: &str) {
-    let goodbye = server_frame("binding_goodbye", None, None, json!({ "reason": reason }));
+    let goodbye = server_frame(
+        None,
+        None,
+        ServerOp::Goodbye(Goodbye {
+            reason: reason.into(),
+        }),
+    );
     if socket::send(client, Message::Text(goodbye.into()))
         .await
         .is_ok()

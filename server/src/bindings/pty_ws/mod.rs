@@ -6,14 +6,15 @@
 //! into and encodes from the same operations.
 
 use std::sync::Arc;
+use wire::server::{ErrorPayload, ServerFrame, ServerOp};
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use wire::{self, Envelope, ErrorCode, SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON};
+use wire::{self, ErrorCode, SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON};
 
 mod connection;
 mod executor;
@@ -218,17 +219,21 @@ async fn check_attach(
 }
 
 /// A binding-level frame (not a session frame): hello, goodbye, responses, errors.
-fn server_frame(op: &str, id: Option<String>, sequence: Option<u64>, payload: Value) -> String {
-    let mut env = Envelope::new(
+fn server_frame(id: Option<String>, sequence: Option<u64>, op: ServerOp) -> String {
+    ServerFrame {
+        id: id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+        ts: clock::now_rfc3339(),
+        sequence,
+        service_parameters: None,
         op,
-        id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
-        clock::now_rfc3339(),
-        payload,
-    );
-    env.sequence = sequence;
-    env.to_text()
+    }
+    .to_text()
 }
 
 fn error_frame(id: Option<String>, code: ErrorCode, message: &str) -> String {
-    server_frame("Error", id, None, wire::error_payload(code, message))
+    error_frame_of(id, ErrorPayload::new(code, message))
+}
+
+fn error_frame_of(id: Option<String>, error: ErrorPayload) -> String {
+    server_frame(id, None, ServerOp::Error(Box::new(error)))
 }

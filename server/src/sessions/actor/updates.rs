@@ -6,7 +6,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
-use serde_json::Value;
+use serde_json::{Map, Value};
+use wire::server::{ServerFrame, ServerOp, TaskUpdate as UpdatePayload};
 
 use super::Actor;
 use crate::clock;
@@ -77,16 +78,15 @@ fn update_envelope(
     seq: u64,
     id: &str,
     at: i64,
-    payload: &Value,
-    service_parameters: Option<&serde_json::Map<String, Value>>,
+    payload: &UpdatePayload,
+    service_parameters: Option<&Map<String, Value>>,
 ) -> Bytes {
-    let mut env = wire::Envelope::new(
-        TASK_UPDATE,
-        id.to_owned(),
-        clock::rfc3339(at),
-        payload.clone(),
-    );
-    env.sequence = Some(seq);
-    env.service_parameters = service_parameters.cloned();
-    Bytes::from(env.to_text())
+    let frame = ServerFrame {
+        id: id.to_owned(),
+        ts: clock::rfc3339(at),
+        sequence: Some(seq),
+        service_parameters: service_parameters.cloned(),
+        op: ServerOp::TaskUpdate(Box::new(payload.clone())),
+    };
+    Bytes::from(frame.to_text())
 }

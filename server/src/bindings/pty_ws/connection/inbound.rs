@@ -3,8 +3,8 @@
 //! service.
 
 use std::time::Duration;
+use wire::server::{Done, ErrorPayload, ServerOp};
 
-use serde_json::json;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::Message;
@@ -14,7 +14,9 @@ use super::send::close_for;
 use super::{Admit, Connection, Ended, Next, SUSTAINED_THROTTLING, Sink};
 use crate::auth::Scope;
 use crate::bindings::pty_ws::executor::Dialect;
-use crate::bindings::pty_ws::{MAX_FRAME_BYTES, error_frame, executor, server_frame};
+use crate::bindings::pty_ws::{
+    MAX_FRAME_BYTES, error_frame, error_frame_of, executor, server_frame,
+};
 use crate::clock;
 use crate::sessions::SessionCommand;
 
@@ -89,9 +91,9 @@ impl Connection {
             .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1));
         self.last_throttled = Some(now);
         if notice_due {
-            let mut payload = wire::error_payload(ErrorCode::RateLimited, &refused.message);
-            payload["retry_after_ms"] = json!(refused.retry_after.as_millis() as u64);
-            let frame = server_frame("Error", None, None, payload);
+            let mut error = ErrorPayload::new(ErrorCode::RateLimited, &refused.message);
+            error.retry_after_ms = Some(refused.retry_after.as_millis() as u64);
+            let frame = error_frame_of(None, error);
             if self.send(sink, frame).await.is_err() {
                 return Admit::Stop;
             }
@@ -203,22 +205,13 @@ impl Connection {
                     client_ts: ping.client_ts,
                     server_ts: clock::now_rfc3339(),
                 };
-                let frame = server_frame(
-                    "pong",
-                    Some(id),
-                    None,
-                    serde_json::to_value(pong).unwrap_or_default(),
-                );
+                let frame = server_frame(Some(id), None, ServerOp::Pong(pong));
                 return self.next(self.send(sink, frame).await);
             }
             ClientOp::UpdateServiceParameters(u) => {
                 self.set_service_parameters(u.service_parameters);
-                let frame = server_frame(
-                    "UpdateServiceParameters.Response",
-                    Some(id),
-                    None,
-                    json!({}),
-                );
+                let frame =
+                    server_frame(Some(id), None, ServerOp::ServiceParametersUpdated(Done {}));
                 return self.next(self.send(sink, frame).await);
             }
             ClientOp::Input(data) => {

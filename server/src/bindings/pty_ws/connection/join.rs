@@ -2,6 +2,7 @@
 //! the store) and leaving it.
 
 use std::time::Duration;
+use wire::server::ErrorPayload;
 
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
@@ -11,7 +12,7 @@ use super::send::close;
 use super::{Connection, Ended, LeaveOnDrop, Membership, Next, Sink};
 use crate::auth::Scope;
 use crate::bindings::pty_ws::executor::Dialect;
-use crate::bindings::pty_ws::{executor, server_frame};
+use crate::bindings::pty_ws::{error_frame_of, executor};
 use crate::sessions::{
     JoinRequest, Joined, OutputEncoding, Replay, SessionCommand, SessionRefusal, envelope,
     is_task_update,
@@ -325,7 +326,7 @@ pub(super) fn out_of_range(id: Option<String>, floor: u64, current: u64) -> Stri
     let message = format!(
         "replay_from is outside the retained window: frames after sequence {floor} are retained, up to {current}"
     );
-    let mut payload = wire::error_payload(ErrorCode::ReplayOutOfRange, &message);
-    payload["oldest"] = json!(floor + 1);
-    server_frame("Error", id, None, payload)
+    let mut error = ErrorPayload::new(ErrorCode::ReplayOutOfRange, &message);
+    error.oldest = Some(floor + 1);
+    error_frame_of(id, error)
 }

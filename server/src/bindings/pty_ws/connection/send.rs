@@ -2,10 +2,10 @@
 //! connection's dialect; and how the socket closes.
 
 use std::time::Duration;
+use wire::server::{Goodbye, ServerOp};
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use serde_json::json;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
@@ -87,7 +87,13 @@ impl Connection {
             let _ = tokio::time::timeout(Duration::from_secs(2), close(sink, code, reason)).await;
             return;
         }
-        let frame = server_frame("binding_goodbye", None, None, json!({ "reason": reason }));
+        let frame = server_frame(
+            None,
+            None,
+            ServerOp::Goodbye(Goodbye {
+                reason: reason.into(),
+            }),
+        );
         if self.send(sink, frame).await.is_ok() {
             let _ = tokio::time::timeout(Duration::from_secs(2), close(sink, 1000, reason)).await;
         }

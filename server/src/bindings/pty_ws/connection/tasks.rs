@@ -2,15 +2,19 @@
 //! blocking send never holds up the terminal stream.
 
 use futures_util::StreamExt;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use wire::a2a::{StreamResponse, Task};
-use wire::{Envelope, ErrorCode, TaskOp};
+use wire::server::{
+    ErrorPayload, ServerFrame, ServerOp, StreamAccepted, SubscribeAccepted, TaskAnswer, TaskPage,
+    TaskUpdate as UpdatePayload,
+};
+use wire::{ErrorCode, TaskOp};
 
 use crate::a2a::service::TaskStream;
 use crate::a2a::{A2aError, Version, Via};
 use crate::auth::Principal;
-use crate::bindings::pty_ws::server_frame;
+use crate::bindings::pty_ws::{error_frame_of, server_frame};
 use crate::clock;
 use crate::sessions::{
     Replay, SessionCommand, SessionHandle, TASK_UPDATE, TaskUpdate, is_task_update,
@@ -61,18 +65,18 @@ impl TaskContext {
                 Ok(()) => tasks
                     .send(&self.principal, *req, via)
                     .await
-                    .map(|sent| ("SendMessage.Response", json!(sent))),
+                    .map(|sent| ServerOp::SendMessage(Box::new(sent))),
                 Err(e) => Err(e),
             },
             TaskOp::GetTask(r) => self
                 .task(&r.task_id, r.history_length)
                 .await
-                .map(|t| ("GetTask.Response", json!({ "task": t }))),
+                .map(|task| ServerOp::GetTask(Box::new(TaskAnswer { task }))),
             TaskOp::CancelTask(r) => match self.task(&r.task_id, None).await {
                 Ok(_) => tasks
                     .cancel(&self.principal, &r.task_id)
                     .await
-                    .map(|t| ("CancelTask.Response", json!({ "task": t }))),
+                    .map(|task| ServerOp::CancelTask(Box::new(TaskAnswer { task }))),
                 Err(e) => Err(e),
             },
             TaskOp::ListTasks(p) => {
@@ -81,9 +85,10 @@ impl TaskContext {
                 req.page_size = p.page_size.or(req.page_size);
                 req.page_token = p.page_token.or(req.page_token);
                 tasks.list(&self.principal, req).await.map(|page| {
-                    let body =
-                        json!({ "tasks": page.tasks, "next_page_token": page.next_page_token });
-                    ("ListTasks.Response", body)
+                    ServerOp::ListTasks(TaskPage {
+                        tasks: page.tasks,
+                        next_page_token: page.next_page_token,
+                    })
                 })
             }
             TaskOp::SendStreamingMessage(mut req) => {
@@ -91,7 +96,7 @@ impl TaskContext {
                     Ok(()) => tasks.send_stream(&self.principal, *req, via).await,
                     Err(e) => Err(e),
                 };
-                return self.follow(started, "SendStreamingMessage.Accepted").await;
+                return self.follow(started, false).await;
             }
             TaskOp::SubscribeToTask(r) => {
                 let started = match self.task(&r.task_id, None).await {
@@ -103,12 +108,12 @@ impl TaskContext {
                     Ok(_) => tasks.subscribe(&self.principal, &r.task_id).await,
                     Err(e) => Err(e),
                 };
-                return self.follow(started, "SubscribeToTask.Accepted").await;
+                return self.follow(started, true).await;
             }
             TaskOp::Unsubscribe(_) => return,
         };
         let frame = match answer {
-            Ok((op, payload)) => server_frame(op, Some(self.request_id.clone()), None, payload),
+            Ok(op) => server_frame(Some(self.request_id.clone()), None, op),
             Err(e) => a2a_error_frame(&self.request_id, &e),
         };
         let _ = self.frames.send(frame).await;
@@ -143,7 +148,7 @@ impl TaskContext {
 
     /// Acknowledges a stream, then forwards each update as a `TaskStatusUpdate` frame
     /// carrying the task as it now is, the event, and the connection's service parameters.
-    async fn follow(&self, started: Result<TaskStream, A2aError>, accepted: &str) {
+    async fn follow(&self, started: Result<TaskStream, A2aError>, subscribe: bool) {
         let stream = match started {
             Ok(s) => s,
             Err(e) => {
@@ -154,12 +159,14 @@ impl TaskContext {
                 return;
             }
         };
-        let ack = if accepted == "SubscribeToTask.Accepted" {
+        let ack = if subscribe {
             self.subscribed()
         } else {
-            json!({ "task_id": stream.first.id })
+            ServerOp::StreamAccepted(StreamAccepted {
+                task_id: stream.first.id.clone(),
+            })
         };
-        if self.accept(accepted, ack).await.is_err() {
+        if self.accept(ack).await.is_err() {
             return;
         }
         let mut task = stream.first.clone();
@@ -176,7 +183,12 @@ impl TaskContext {
             let frame = match event {
                 Ok(event) => {
                     apply(&mut task, &event);
-                    let payload = json!({ "task": task, "delta": event, "task_id": task.id });
+                    let update = UpdatePayload {
+                        task: task.clone(),
+                        delta: event,
+                        task_id: task.id.clone(),
+                    };
+                    let payload = Box::new(update);
                     match &handle {
                         Some(h) => {
                             match self.numbered(h, &task.id, place, payload, sent_upto).await {
@@ -196,26 +208,24 @@ impl TaskContext {
     }
 
     /// What `SubscribeToTask.Accepted` says: the session's current sequence.
-    fn subscribed(&self) -> Value {
+    fn subscribed(&self) -> ServerOp {
         let sessions = &self.state.sessions;
         let current = sessions
             .live(&self.session_id)
             .map_or(0, |h| h.current_sequence());
-        json!({ "current_sequence": current })
+        ServerOp::SubscribeAccepted(SubscribeAccepted {
+            current_sequence: current,
+        })
     }
 
-    async fn accept(&self, op: &str, ack: Value) -> Result<(), ()> {
-        let frame = server_frame(op, Some(self.request_id.clone()), None, ack);
+    async fn accept(&self, ack: ServerOp) -> Result<(), ()> {
+        let frame = server_frame(Some(self.request_id.clone()), None, ack);
         self.frames.send(frame).await.map_err(drop)
     }
 
     /// A resubscribe to a task that has ended: the updates after `replay_from`, and no more.
     async fn replay_ended(&self, task_id: &str) {
-        if self
-            .accept("SubscribeToTask.Accepted", self.subscribed())
-            .await
-            .is_ok()
-        {
+        if self.accept(self.subscribed()).await.is_ok() {
             let handle = self.state.sessions.live(&self.session_id);
             let after = self.replay_from.unwrap_or(0);
             let _ = self.replay(handle.as_ref(), task_id, after).await;
@@ -233,7 +243,7 @@ impl TaskContext {
         handle: &SessionHandle,
         task_id: &str,
         place: crate::a2a::service::Place,
-        payload: Value,
+        payload: Box<UpdatePayload>,
         sent_upto: u64,
     ) -> Option<String> {
         let update = |reply| {
@@ -254,11 +264,15 @@ impl TaskContext {
         }
     }
 
-    fn unnumbered(&self, payload: Value) -> String {
-        let id = uuid::Uuid::now_v7().to_string();
-        let mut env = Envelope::new(TASK_UPDATE, id, clock::now_rfc3339(), payload);
-        env.service_parameters = self.service_parameters();
-        env.to_text()
+    fn unnumbered(&self, payload: Box<UpdatePayload>) -> String {
+        ServerFrame {
+            id: uuid::Uuid::now_v7().to_string(),
+            ts: clock::now_rfc3339(),
+            sequence: None,
+            service_parameters: self.service_parameters(),
+            op: ServerOp::TaskUpdate(payload),
+        }
+        .to_text()
     }
 
     /// Sends the retained updates of task `task_id` after sequence `after`, in order (or
@@ -326,14 +340,14 @@ impl TaskContext {
         let crate::store::FrameBody::Envelope { text, .. } = &f.body else {
             return Ok(());
         };
-        let Ok(mut env) = serde_json::from_slice::<Envelope>(text) else {
+        let Ok(mut frame) = serde_json::from_slice::<ServerFrame>(text) else {
             return Ok(());
         };
-        if env.payload["task_id"] != task_id {
+        if !matches!(&frame.op, ServerOp::TaskUpdate(u) if u.task_id == task_id) {
             return Ok(());
         }
-        env.service_parameters = self.service_parameters();
-        self.frames.send(env.to_text()).await.map_err(drop)?;
+        frame.service_parameters = self.service_parameters();
+        self.frames.send(frame.to_text()).await.map_err(drop)?;
         *upto = f.sequence;
         Ok(())
     }
@@ -380,7 +394,10 @@ fn a2a_error_frame(request_id: &str, e: &A2aError) -> String {
         | A2aError::ExtensionSupportRequired(_)
         | A2aError::ContentTypeNotSupported(_) => ErrorCode::UnsupportedOperation,
     };
-    let mut payload = wire::error_payload(code, &e.to_string());
-    payload["a2a_error"] = e.status_body()["error"].clone();
-    server_frame("Error", Some(request_id.to_owned()), None, payload)
+    let mut error = ErrorPayload::new(code, &e.to_string());
+    let mut body = e.status_body();
+    if let Ok(status) = serde_json::from_value(body["error"].take()) {
+        error.a2a_error = status;
+    }
+    error_frame_of(Some(request_id.to_owned()), error)
 }

@@ -11,6 +11,7 @@ use crate::bindings::pty_ws::MAX_FRAME_BYTES;
 use crate::clock;
 use crate::sessions::{JoinRequest, SpecRequest};
 use crate::{auth, sessions};
+use serde_json::json;
 
 /// A server's state in `dir` and a new session of it running `cat`.
 async fn cat_session(dir: &tempfile::TempDir) -> (AppState, String) {
