@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures::{FutureExt, SinkExt, StreamExt};
 use gloo_net::websocket::futures::WebSocket;
@@ -20,7 +20,9 @@ use xterm_js_rs::addons::fit::FitAddon;
 
 use crate::term_ui::{Closed, TermCommand, TermUi};
 use crate::xterm::{SearchAddon, ext, open_terminal, scale_into, unscale};
-use wire::{ClientRef, PtyErrorCode, Role, SessionFrame};
+use wire::{
+    Ack, ClientOp, ClientRef, Dim, JoinSession, PtyErrorCode, Role, SessionFrame, SessionResize,
+};
 
 /// Above this many bytes handed to xterm.js and not yet parsed, output is skipped...
 const HIGH_WATER: usize = 512 * 1024;
@@ -173,18 +175,10 @@ struct Cursor {
 }
 
 /// A client frame (a join also names the PTY extension).
-pub fn envelope(op: &str, payload: serde_json::Value, replay_from: Option<u64>) -> String {
-    let mut env = wire::Envelope::new(
-        op,
-        format!("ui-{}", js_sys::Math::random().to_bits()),
-        String::from(js_sys::Date::new_0().to_iso_string()),
-        payload,
-    );
-    env.replay_from = replay_from;
-    if op == wire::OP_JOIN {
-        env.extensions = Some(vec![wire::EXTENSION_URI.to_owned()]);
-    }
-    env.to_text()
+pub fn frame(op: ClientOp, replay_from: Option<u64>) -> String {
+    let id = format!("ui-{}", js_sys::Math::random().to_bits());
+    let ts = String::from(js_sys::Date::new_0().to_iso_string());
+    op.encode(&id, &ts, replay_from)
 }
 
 /// A pty-ws/v1 (JSON) socket to session `session_id` on this page's server, the token as
@@ -304,15 +298,11 @@ fn on_frame(text: &str, screen: &XtermView, c: &mut Cursor, ui: &TermUi) -> Vec<
     match env.op.as_str() {
         "binding_hello" => {
             let replay_from = (c.last > 0).then_some(c.last);
-            let role = match c.wanted {
-                Role::Controller => "controller",
-                Role::Observer => "observer",
+            let join = JoinSession {
+                role: Some(c.wanted),
+                ..JoinSession::default()
             };
-            vec![envelope(
-                wire::OP_JOIN,
-                serde_json::json!({ "role": role }),
-                replay_from,
-            )]
+            vec![frame(ClientOp::Join(join), replay_from)]
         }
         "binding_goodbye" => {
             if env.payload["reason"] == "session_closed" {
@@ -458,11 +448,11 @@ fn fit(screen: &XtermView, c: &mut Cursor) -> Vec<String> {
         Some(size) if size != c.size => {
             c.size = size;
             screen.term.resize(u32::from(size.0), u32::from(size.1));
-            vec![envelope(
-                "pty.session_resize",
-                serde_json::json!({ "cols": size.0, "rows": size.1 }),
-                None,
-            )]
+            let resize = SessionResize {
+                cols: Dim(size.0),
+                rows: Dim(size.1),
+            };
+            vec![frame(ClientOp::Resize(resize), None)]
         }
         _ => Vec::new(),
     }
@@ -477,11 +467,7 @@ fn on_command(cmd: TermCommand, screen: &XtermView, c: &mut Cursor, ui: &TermUi)
             if ctrl {
                 ui.ctrl.set(false);
             }
-            Some(envelope(
-                "pty.session_input",
-                serde_json::json!({ "data": STANDARD.encode(data.as_bytes()) }),
-                None,
-            ))
+            Some(frame(ClientOp::Input(data.into_bytes()), None))
         }
         TermCommand::Input(_) => None,
         TermCommand::Find(text, forward) => {
@@ -505,34 +491,26 @@ fn on_command(cmd: TermCommand, screen: &XtermView, c: &mut Cursor, ui: &TermUi)
             c.wanted = role;
             ui.notice.try_set(None);
             joined.then(|| match role {
-                Role::Controller => envelope(
-                    "pty.request_role",
-                    serde_json::json!({ "role": "controller" }),
-                    None,
-                ),
-                Role::Observer => envelope("pty.release_role", serde_json::json!({}), None),
+                Role::Controller => frame(ClientOp::RequestRole(Role::Controller), None),
+                Role::Observer => frame(ClientOp::ReleaseRole, None),
             })
         }
         TermCommand::Resync => {
             c.need_keyframe = true;
             c.catch_up_in_flight = true;
-            joined.then(|| envelope("pty.request_keyframe", serde_json::json!({}), None))
+            joined.then(|| frame(ClientOp::RequestKeyframe, None))
         }
         TermCommand::CatchUp if joined && c.need_keyframe && !c.catch_up_in_flight => {
             c.catch_up_in_flight = true;
-            Some(envelope(
-                "pty.request_keyframe",
-                serde_json::json!({}),
-                None,
-            ))
+            Some(frame(ClientOp::RequestKeyframe, None))
         }
         TermCommand::CatchUp => None,
         TermCommand::Ack(sequence) => joined.then(|| {
-            envelope(
-                wire::OP_ACK,
-                serde_json::json!({ "sequence": sequence }),
-                None,
-            )
+            let ack = Ack {
+                sequence,
+                window_bytes: None,
+            };
+            frame(ClientOp::Ack(ack), None)
         }),
     }
 }

@@ -141,8 +141,7 @@ mod browser {
             sequence,
             window_bytes: Some(WINDOW_BYTES),
         };
-        let payload = serde_json::to_value(ack).expect("an ack serializes");
-        Message::Text(crate::client::envelope(wire::OP_ACK, payload, None))
+        Message::Text(crate::client::frame(wire::ClientOp::Ack(ack), None))
     }
 
     /// Watches session `sid` in `host` until the tile goes away (`alive` is disposed).
@@ -168,7 +167,8 @@ mod browser {
                         let Some(Ok(Message::Text(text))) = msg else { break };
                         let Ok(env) = serde_json::from_str::<wire::Envelope>(&text) else { continue };
                         if env.op == "binding_hello" {
-                            let join = crate::client::envelope(wire::OP_JOIN, serde_json::json!({ "role": "observer" }), None);
+                            let join = wire::JoinSession { role: Some(wire::Role::Observer), ..wire::JoinSession::default() };
+                            let join = crate::client::frame(wire::ClientOp::Join(join), None);
                             let _ = sink.send(Message::Text(join)).await;
                             continue;
                         }

@@ -438,23 +438,35 @@ pub struct SendMessageRequest {
 }
 
 /// ListTasksRequest (REST query parameters carry the same names).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListTasksRequest {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
-    #[serde(default, alias = "context_id")]
+    #[serde(default, alias = "context_id", skip_serializing_if = "Option::is_none")]
     pub context_id: Option<String>,
     /// TASK_STATE_UNSPECIFIED (the enum's ProtoJSON default) filters nothing.
-    #[serde(default, deserialize_with = "state_filter")]
+    #[serde(
+        default,
+        deserialize_with = "state_filter",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub status: Option<TaskState>,
-    #[serde(default, alias = "page_size")]
+    #[serde(default, alias = "page_size", skip_serializing_if = "Option::is_none")]
     pub page_size: Option<u32>,
-    #[serde(default, alias = "page_token")]
+    #[serde(default, alias = "page_token", skip_serializing_if = "Option::is_none")]
     pub page_token: Option<String>,
-    #[serde(default, alias = "history_length")]
+    #[serde(
+        default,
+        alias = "history_length",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub history_length: Option<u32>,
-    #[serde(default, alias = "status_timestamp_after")]
+    #[serde(
+        default,
+        alias = "status_timestamp_after",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub status_timestamp_after: Option<String>,
     #[serde(default, alias = "include_artifacts")]
     pub include_artifacts: bool,

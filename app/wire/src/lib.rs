@@ -133,45 +133,56 @@ pub struct TerminalSize {
 }
 
 /// `pty.join_session`, with the binding's session-host selection (§5.1.1).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JoinSession {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cols: Option<Dim>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<Dim>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(alias = "backend")]
     pub session_backend: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(alias = "working_dir")]
     pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal_size: Option<TerminalSize>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionInput {
     pub data: Base64Bytes,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionResize {
     pub cols: Dim,
     pub rows: Dim,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestRole {
     pub role: Role,
 }
 
 /// Payload of verbs that take none (`pty.leave_session`, `pty.request_keyframe`, `pty.release_role`).
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Empty {}
 
@@ -199,30 +210,30 @@ pub struct Pong {
     pub server_ts: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateServiceParameters {
     pub service_parameters: Map<String, Value>,
 }
 
 /// `task_id` (and `history_length`) of GetTask, CancelTask, SubscribeToTask, Unsubscribe.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskRef {
     pub task_id: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_length: Option<u32>,
 }
 
 /// ListTasks on this binding; `filter` takes ListTasksRequest fields.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListTasksPayload {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_size: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_token: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<crate::a2a::ListTasksRequest>,
 }
 
@@ -283,6 +294,77 @@ pub struct Decoded {
 }
 
 impl ClientOp {
+    /// The frame's `op`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ClientOp::Task(TaskOp::SendMessage(_)) => "SendMessage",
+            ClientOp::Task(TaskOp::SendStreamingMessage(_)) => "SendStreamingMessage",
+            ClientOp::Task(TaskOp::GetTask(_)) => "GetTask",
+            ClientOp::Task(TaskOp::ListTasks(_)) => "ListTasks",
+            ClientOp::Task(TaskOp::CancelTask(_)) => "CancelTask",
+            ClientOp::Task(TaskOp::SubscribeToTask(_)) => "SubscribeToTask",
+            ClientOp::Task(TaskOp::Unsubscribe(_)) => "Unsubscribe",
+            ClientOp::Join(_) => OP_JOIN,
+            ClientOp::Leave => "pty.leave_session",
+            ClientOp::Input(_) => "pty.session_input",
+            ClientOp::Resize(_) => "pty.session_resize",
+            ClientOp::RequestRole(_) => "pty.request_role",
+            ClientOp::ReleaseRole => "pty.release_role",
+            ClientOp::RequestKeyframe => "pty.request_keyframe",
+            ClientOp::Ping(_) => "ping",
+            ClientOp::UpdateServiceParameters(_) => "UpdateServiceParameters",
+            ClientOp::Ack(_) => OP_ACK,
+        }
+    }
+
+    /// The client frame's JSON text: the envelope (a join activates `pty-extensions/v1`) and
+    /// the payload of the verb, which `decode` reads back to this operation.
+    pub fn encode(&self, id: &str, ts: &str, replay_from: Option<u64>) -> String {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            op: &'a str,
+            id: &'a str,
+            ts: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            replay_from: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            extensions: Option<[&'a str; 1]>,
+            payload: Value,
+        }
+        fn value<P: Serialize>(payload: &P) -> Value {
+            serde_json::to_value(payload).expect("a client payload serializes")
+        }
+        let payload = match self {
+            ClientOp::Task(TaskOp::SendMessage(r) | TaskOp::SendStreamingMessage(r)) => value(r),
+            ClientOp::Task(
+                TaskOp::GetTask(r)
+                | TaskOp::CancelTask(r)
+                | TaskOp::SubscribeToTask(r)
+                | TaskOp::Unsubscribe(r),
+            ) => value(r),
+            ClientOp::Task(TaskOp::ListTasks(p)) => value(p),
+            ClientOp::Join(j) => value(j),
+            ClientOp::Leave | ClientOp::ReleaseRole | ClientOp::RequestKeyframe => value(&Empty {}),
+            ClientOp::Input(data) => value(&SessionInput {
+                data: Base64Bytes(data.clone()),
+            }),
+            ClientOp::Resize(r) => value(r),
+            ClientOp::RequestRole(role) => value(&RequestRole { role: *role }),
+            ClientOp::Ping(p) => value(p),
+            ClientOp::UpdateServiceParameters(u) => value(u),
+            ClientOp::Ack(a) => value(a),
+        };
+        let out = Out {
+            op: self.name(),
+            id,
+            ts,
+            replay_from,
+            extensions: matches!(self, ClientOp::Join(_)).then_some([EXTENSION_URI]),
+            payload,
+        };
+        serde_json::to_string(&out).expect("a client frame serializes")
+    }
+
     /// Decodes one client text frame. Validates the envelope (a single object, no unknown
     /// fields, no `sequence`) and the payload of the named verb.
     pub fn decode(text: &str) -> Result<Decoded, (Option<String>, DecodeError)> {

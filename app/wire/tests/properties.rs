@@ -11,8 +11,9 @@ use wire::server::{
     TaskAnswer, TaskPage, TaskUpdate,
 };
 use wire::{
-    Base64Bytes, ClientOp, CloseReason, ErrorCode, OutputStream, Pong, SessionFrame, binary_output,
-    executor_output, parse_binary_output,
+    Ack, Base64Bytes, ClientOp, CloseReason, Dim, ErrorCode, JoinSession, OutputStream, Ping, Pong,
+    Role, SessionFrame, SessionResize, TaskOp, TaskRef, binary_output, executor_output,
+    parse_binary_output,
 };
 
 /// The verbs a client may name beside the A2A operations (`wire::CORE_OPERATIONS`), and
@@ -229,5 +230,56 @@ proptest! {
     #[test]
     fn no_text_makes_the_server_frame_decoder_panic(env in envelope()) {
         let _ = ServerFrame::decode(&env.to_string());
+    }
+}
+
+/// Any pty-ws operation a client sends beside the A2A messages.
+fn client_op() -> impl Strategy<Value = ClientOp> {
+    let role = prop_oneof![Just(Role::Controller), Just(Role::Observer)];
+    let dim = (1u16..=1024).prop_map(Dim);
+    prop_oneof![
+        (prop::option::of(role.clone()), prop::option::of(".{0,12}")).prop_map(
+            |(role, client_label)| {
+                ClientOp::Join(JoinSession {
+                    role,
+                    client_label,
+                    ..JoinSession::default()
+                })
+            }
+        ),
+        Just(ClientOp::Leave),
+        prop::collection::vec(any::<u8>(), 0..128).prop_map(ClientOp::Input),
+        (dim.clone(), dim).prop_map(|(cols, rows)| ClientOp::Resize(SessionResize { cols, rows })),
+        role.prop_map(ClientOp::RequestRole),
+        Just(ClientOp::ReleaseRole),
+        Just(ClientOp::RequestKeyframe),
+        ".{0,12}".prop_map(|client_ts| ClientOp::Ping(Ping { client_ts })),
+        (any::<u64>(), prop::option::of(any::<u32>())).prop_map(|(sequence, window_bytes)| {
+            ClientOp::Ack(Ack {
+                sequence,
+                window_bytes,
+            })
+        }),
+        ("[a-z0-9-]{1,12}", prop::option::of(any::<u32>())).prop_map(
+            |(task_id, history_length)| {
+                ClientOp::Task(TaskOp::GetTask(TaskRef {
+                    task_id,
+                    history_length,
+                }))
+            }
+        ),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn every_client_frame_decodes_to_the_operation_it_encodes(op in client_op(), replay_from in any::<Option<u64>>()) {
+        let text = op.encode("c-1", "2026-12-03T00:00:00Z", replay_from);
+        let decoded = ClientOp::decode(&text).map_err(|e| TestCaseError::fail(format!("{e:?}: {text}")))?;
+        prop_assert_eq!(decoded.envelope.op.as_str(), op.name());
+        prop_assert_eq!(decoded.envelope.replay_from, replay_from);
+        prop_assert_eq!(decoded.op, op);
     }
 }
