@@ -20,8 +20,9 @@ use xterm_js_rs::addons::fit::FitAddon;
 
 use crate::term_ui::{Closed, TermCommand, TermUi};
 use crate::xterm::{SearchAddon, ext, open_terminal, scale_into, unscale};
+use wire::server::{ServerFrame, ServerOp};
 use wire::{
-    Ack, ClientOp, ClientRef, Dim, JoinSession, PtyErrorCode, Role, SessionFrame, SessionResize,
+    Ack, ClientOp, ErrorCode, ClientRef, Dim, JoinSession, PtyErrorCode, Role, SessionFrame, SessionResize,
 };
 
 /// Above this many bytes handed to xterm.js and not yet parsed, output is skipped...
@@ -292,11 +293,11 @@ async fn run(
 
 /// Applies one server frame; returns the frames to send in answer.
 fn on_frame(text: &str, screen: &XtermView, c: &mut Cursor, ui: &TermUi) -> Vec<String> {
-    let Ok(env) = serde_json::from_str::<wire::Envelope>(text) else {
+    let Ok(server) = ServerFrame::decode(text) else {
         return Vec::new();
     };
-    match env.op.as_str() {
-        "binding_hello" => {
+    match server.op {
+        ServerOp::Hello(_) => {
             let replay_from = (c.last > 0).then_some(c.last);
             let join = JoinSession {
                 role: Some(c.wanted),
@@ -304,17 +305,16 @@ fn on_frame(text: &str, screen: &XtermView, c: &mut Cursor, ui: &TermUi) -> Vec<
             };
             vec![frame(ClientOp::Join(join), replay_from)]
         }
-        "binding_goodbye" => {
-            if env.payload["reason"] == "session_closed" {
+        ServerOp::Goodbye(goodbye) => {
+            if goodbye.reason == "session_closed" {
                 c.over = true;
             }
             Vec::new()
         }
-        "Error" => {
-            let code = env.payload["code"].as_str().unwrap_or_default();
-            match code {
-                "REPLAY_OUT_OF_RANGE" => c.need_keyframe = true,
-                "RATE_LIMITED" if c.catch_up_in_flight => {
+        ServerOp::Error(error) => {
+            match error.code {
+                ErrorCode::ReplayOutOfRange => c.need_keyframe = true,
+                ErrorCode::RateLimited if c.catch_up_in_flight => {
                     // Keyframes are limited to one a second: ask again shortly.
                     c.catch_up_in_flight = false;
                     let tx = screen.tx.clone();
@@ -324,18 +324,13 @@ fn on_frame(text: &str, screen: &XtermView, c: &mut Cursor, ui: &TermUi) -> Vec<
                     });
                 }
                 _ => {
-                    ui.notice
-                        .try_set(env.payload["message"].as_str().map(str::to_owned));
+                    ui.notice.try_set(Some(error.message));
                 }
             }
             Vec::new()
         }
-        wire::OP_SESSION_FRAME => {
-            let seq = env.sequence.unwrap_or(0);
-            match serde_json::from_value::<SessionFrame>(env.payload) {
-                Ok(frame) => on_session_frame(frame, seq, screen, c, ui),
-                Err(_) => Vec::new(),
-            }
+        ServerOp::Session(frame) => {
+            on_session_frame(frame, server.sequence.unwrap_or(0), screen, c, ui)
         }
         _ => Vec::new(),
     }

@@ -128,6 +128,7 @@ mod browser {
     use gloo_net::websocket::Message;
     use leptos::prelude::*;
     use wire::SessionFrame;
+    use wire::server::{ServerFrame, ServerOp};
 
     /// A tile acknowledges what it rendered this often; past its window the server skips
     /// output for it and sends a keyframe on the next acknowledgement.
@@ -165,30 +166,30 @@ mod browser {
                 futures::select! {
                     msg = stream.next().fuse() => {
                         let Some(Ok(Message::Text(text))) = msg else { break };
-                        let Ok(env) = serde_json::from_str::<wire::Envelope>(&text) else { continue };
-                        if env.op == "binding_hello" {
-                            let join = wire::JoinSession { role: Some(wire::Role::Observer), ..wire::JoinSession::default() };
-                            let join = crate::client::frame(wire::ClientOp::Join(join), None);
-                            let _ = sink.send(Message::Text(join)).await;
-                            continue;
-                        }
-                        if env.op != wire::OP_SESSION_FRAME {
-                            continue;
-                        }
-                        last = env.sequence.unwrap_or(last).max(last);
-                        let frame = serde_json::from_value::<SessionFrame>(env.payload);
-                        if acked == 0 && matches!(frame, Ok(SessionFrame::MembershipChanged { .. })) {
+                        let Ok(server) = ServerFrame::decode(&text) else { continue };
+                        let frame = match server.op {
+                            ServerOp::Hello(_) => {
+                                let join = wire::JoinSession { role: Some(wire::Role::Observer), ..wire::JoinSession::default() };
+                                let join = crate::client::frame(wire::ClientOp::Join(join), None);
+                                let _ = sink.send(Message::Text(join)).await;
+                                continue;
+                            }
+                            ServerOp::Session(frame) => frame,
+                            _ => continue,
+                        };
+                        last = server.sequence.unwrap_or(last).max(last);
+                        if acked == 0 && matches!(frame, SessionFrame::MembershipChanged { .. }) {
                             // Joined: acknowledging now puts the tile under flow control.
                             acked = last;
                             let _ = sink.send(ack(last)).await;
                         }
                         match frame {
-                            Ok(SessionFrame::Output { data, .. }) => crate::xterm::write_bytes(&term, &data.0),
-                            Ok(SessionFrame::Keyframe { snapshot, snapshot_cols, snapshot_rows, .. }) => {
+                            SessionFrame::Output { data, .. } => crate::xterm::write_bytes(&term, &data.0),
+                            SessionFrame::Keyframe { snapshot, snapshot_cols, snapshot_rows, .. } => {
                                 crate::xterm::paint_keyframe(&term, &snapshot.0, snapshot_cols, snapshot_rows);
                                 crate::xterm::scale_into(&host);
                             }
-                            Ok(SessionFrame::Resize { cols, rows }) => {
+                            SessionFrame::Resize { cols, rows } => {
                                 term.resize(u32::from(cols), u32::from(rows));
                                 crate::xterm::scale_into(&host);
                             }
