@@ -22,7 +22,8 @@ use crate::term_ui::{Closed, TermCommand, TermUi};
 use crate::xterm::{SearchAddon, ext, open_terminal, scale_into, unscale};
 use wire::server::{ServerFrame, ServerOp};
 use wire::{
-    Ack, ClientOp, ErrorCode, ClientRef, Dim, JoinSession, PtyErrorCode, Role, SessionFrame, SessionResize,
+    Ack, ClientOp, ClientRef, Dim, ErrorCode, JoinSession, PtyErrorCode, Role, SessionFrame,
+    SessionResize,
 };
 
 /// Above this many bytes handed to xterm.js and not yet parsed, output is skipped...

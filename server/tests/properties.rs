@@ -1,17 +1,24 @@
 //! Properties of the server's decoders over generated input: the STDIO binding's
 //! `Content-Length` frames, JSON without duplicate keys, RFC 8785 canonical JSON (A202's
-//! hashes and idempotency keys) and the files API's paths. What is encoded decodes to
+//! hashes and idempotency keys), the files API's paths, A2A tasks through protobuf and
+//! 0.3 JSON, and A202 objects. What is encoded decodes to
 //! itself; no input makes a decoder panic or allocate past its bound; no path resolves
 //! outside a session's directory.
 
 use std::path::{Component, Path};
+use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use serde_json::Value;
-use server::a202::canonical::canonical;
+use server::a2a::v03;
+use server::a202::canonical::{Kernel, canonical};
+use server::a202::keys::Keyring;
+use server::a202::object;
+use server::bindings::proto;
 use server::files::RelPath;
 use server::framing::{FrameReader, Incoming, frame, frame_with};
 use server::json::parse_unique;
+use wire::a2a::{Message, Part, Role, Task, TaskState, TaskStatus};
 
 const MAX_BODY: usize = 4096;
 
@@ -108,5 +115,89 @@ proptest! {
             let root = Path::new("/srv/session");
             prop_assert!(root.join(rel.as_path()).starts_with(root));
         }
+    }
+}
+
+/// A 1.0 task with a status message of text parts, as a session's command leaves it.
+fn task() -> impl Strategy<Value = Task> {
+    let states = prop_oneof![
+        Just(TaskState::Submitted),
+        Just(TaskState::Working),
+        Just(TaskState::InputRequired),
+        Just(TaskState::Completed),
+        Just(TaskState::Failed),
+        Just(TaskState::Canceled),
+    ];
+    let text = prop::collection::vec("[ -~]{0,24}", 1..3);
+    ("[a-z0-9-]{1,16}", "[a-z0-9-]{1,16}", states, text).prop_map(
+        |(id, context_id, state, texts)| {
+            let message = Message {
+                message_id: format!("m-{id}"),
+                context_id: Some(context_id.clone()),
+                task_id: Some(id.clone()),
+                role: Role::Agent,
+                parts: texts.into_iter().map(Part::text).collect(),
+                metadata: None,
+                extensions: Vec::new(),
+                reference_task_ids: Vec::new(),
+            };
+            Task {
+                id,
+                context_id,
+                status: TaskStatus {
+                    state,
+                    message: Some(message),
+                    timestamp: Some("2026-12-03T10:00:00Z".into()),
+                },
+                artifacts: None,
+                history: Vec::new(),
+                metadata: None,
+            }
+        },
+    )
+}
+
+/// The kernel schema compiled once, and a keyring that knows no key.
+fn a202() -> &'static (Kernel, Keyring) {
+    static A202: OnceLock<(Kernel, Keyring)> = OnceLock::new();
+    A202.get_or_init(|| {
+        let kernel = Kernel::default();
+        let keys = Keyring::from_records(&[], &kernel).expect("an empty keyring");
+        (kernel, keys)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_task_in_protojson_goes_through_protobuf_and_back_unchanged(task in task()) {
+        let json = serde_json::to_value(&task).unwrap();
+        let bytes = proto::encode("lf.a2a.v1.Task", &json).map_err(TestCaseError::fail)?;
+        let back = proto::decode("lf.a2a.v1.Task", &bytes).map_err(TestCaseError::fail)?;
+        let back: Task = serde_json::from_value(back).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(back, task);
+    }
+
+    #[test]
+    fn a_task_in_0_3_json_reads_back_as_the_same_1_0_task(task in task()) {
+        let legacy = v03::task(&task);
+        let v1 = v03::to_v1(&legacy).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let back: Task = serde_json::from_value(v1).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(back, task);
+    }
+
+    #[test]
+    fn no_bytes_make_the_protobuf_decoder_panic(bytes in prop::collection::vec(any::<u8>(), 0..256), method in prop::sample::select(vec!["SendMessage", "GetTask", "ListTasks", "CancelTask"])) {
+        let (request, answer, _) = proto::method_types(method).unwrap();
+        let _ = proto::decode(request, &bytes);
+        let _ = proto::decode(answer, &bytes);
+    }
+
+    #[test]
+    fn no_bytes_or_json_make_the_a202_verifier_panic(bytes in prop::collection::vec(any::<u8>(), 0..256), value in json_value()) {
+        let (kernel, keys) = a202();
+        prop_assert!(object::verify(kernel, keys, &bytes).is_err(), "noise is never a verified object");
+        let _ = object::verify(kernel, keys, &canonical(&value));
     }
 }
