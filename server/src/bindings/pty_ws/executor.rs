@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use wire::a2a::{ListTasksRequest, StreamResponse, TaskState};
 use wire::{
-    ClientOp, DecodeError, Decoded, Envelope, ErrorCode, ListTasksPayload, PtyErrorCode, Role,
+    ClientOp, CloseReason, DecodeError, Decoded, Envelope, ErrorCode, ListTasksPayload, PtyErrorCode, Role,
     SessionFrame, TaskOp, TaskRef,
 };
 
@@ -299,42 +299,42 @@ fn executor_hello(mut hello: BindingHello) -> BindingHello {
 /// A session frame as a top-level op; output as the session itself encodes it for the
 /// executor's clients (`wire::executor_output`).
 fn session_frame(seq: Option<u64>, ts: &str, session: SessionFrame) -> String {
-    let (op, payload) = match session {
+    match session {
         SessionFrame::Output { data, .. } => {
             let output = wire::executor_output(seq.unwrap_or(0), ts, &data.0);
-            return String::from_utf8(output).expect("JSON is UTF-8");
+            String::from_utf8(output).expect("JSON is UTF-8")
         }
-        SessionFrame::Resize { cols, rows } => ("resize", json!({ "cols": cols, "rows": rows })),
+        SessionFrame::Resize { cols, rows } => frame("resize", seq, ts, Size { cols, rows }),
         SessionFrame::RoleAssigned {
             role,
             client_id,
             downgraded,
             reason,
         } => {
-            let mut p = json!({ "client_id": client_id, "role": role });
-            if downgraded == Some(true) {
-                p["downgraded"] = json!(true);
-                p["reason"] = json!(reason);
-            }
-            ("role_assigned", p)
+            let downgraded = downgraded == Some(true);
+            let assigned = RoleAssigned {
+                client_id,
+                role,
+                downgraded: downgraded.then_some(true),
+                reason: downgraded.then_some(reason),
+            };
+            frame("role_assigned", seq, ts, assigned)
         }
         SessionFrame::MembershipChanged {
             controllers,
             observers,
         } => {
             let member = |role: Role| {
-                move |c: wire::ClientRef| {
-                    let mut m = json!({ "client_id": c.client_id, "role": role });
-                    if let Some(label) = c.label {
-                        m["label"] = json!(label);
-                    }
-                    m
+                move |c: wire::ClientRef| Member {
+                    client_id: c.client_id,
+                    role,
+                    label: c.label,
                 }
             };
-            let members: Vec<Value> = (controllers.into_iter().map(member(Role::Controller)))
+            let members = (controllers.into_iter().map(member(Role::Controller)))
                 .chain(observers.into_iter().map(member(Role::Observer)))
                 .collect();
-            ("membership_changed", json!({ "members": members }))
+            frame("membership_changed", seq, ts, Members { members })
         }
         SessionFrame::Keyframe {
             snapshot,
@@ -342,31 +342,95 @@ fn session_frame(seq: Option<u64>, ts: &str, session: SessionFrame) -> String {
             snapshot_rows,
             anchor_sequence,
             ..
-        } => (
-            "keyframe",
-            json!({
-                "cursor": anchor_sequence,
-                "frames": [
-                    { "op": "resize", "payload": { "cols": snapshot_cols, "rows": snapshot_rows } },
-                    { "op": "output", "payload": { "data": snapshot } },
-                ],
-            }),
-        ),
+        } => {
+            let keyframe = Keyframe {
+                cursor: anchor_sequence,
+                frames: (
+                    Nested {
+                        op: "resize",
+                        payload: Size {
+                            cols: snapshot_cols,
+                            rows: snapshot_rows,
+                        },
+                    },
+                    Nested {
+                        op: "output",
+                        payload: Data { data: snapshot },
+                    },
+                ),
+            };
+            frame("keyframe", seq, ts, keyframe)
+        }
         SessionFrame::Closed {
             exit_code, reason, ..
-        } => (
-            "closed",
-            json!({ "reason": reason, "exit_code": exit_code }),
-        ),
+        } => frame("closed", seq, ts, Closed { reason, exit_code }),
         SessionFrame::Error { code, message } => {
             let (code, status) = pty_error(code);
-            (
-                "error",
-                json!({ "code": code, "message": message, "status": status }),
-            )
+            let error = ExecutorError {
+                code,
+                message: &message,
+                status,
+                oldest: None,
+                retry_after_ms: None,
+            };
+            frame("error", seq, ts, error)
         }
-    };
-    frame(op, seq, ts, payload)
+    }
+}
+
+#[derive(Serialize)]
+struct Size {
+    cols: u16,
+    rows: u16,
+}
+
+/// `role_assigned`; a downgrade says so, with its reason.
+#[derive(Serialize)]
+struct RoleAssigned {
+    client_id: String,
+    role: Role,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    downgraded: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<Option<String>>,
+}
+
+#[derive(Serialize)]
+struct Member {
+    client_id: String,
+    role: Role,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Members {
+    members: Vec<Member>,
+}
+
+/// `keyframe`: the cursor it stands at, and a resize and the output that repaint a reset
+/// terminal.
+#[derive(Serialize)]
+struct Keyframe {
+    cursor: u64,
+    frames: (Nested<Size>, Nested<Data>),
+}
+
+#[derive(Serialize)]
+struct Nested<P> {
+    op: &'static str,
+    payload: P,
+}
+
+#[derive(Serialize)]
+struct Data {
+    data: wire::Base64Bytes,
+}
+
+#[derive(Serialize)]
+struct Closed {
+    reason: CloseReason,
+    exit_code: Option<i32>,
 }
 
 /// The executor's dotted code and HTTP status for a binding error.
