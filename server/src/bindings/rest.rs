@@ -2,10 +2,12 @@
 //! errors as google.rpc.Status with an ErrorInfo. Business logic lives in the task service.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -229,20 +231,25 @@ pub fn too_large(limit: usize) -> Response {
         .into_response()
 }
 
-/// The caller, or an A2A `Unauthenticated` error. Tokens in the query are refused.
-async fn principal(
-    state: &AppState,
-    req_headers: &HeaderMap,
-    query: Option<&str>,
-) -> Result<Principal, A2aError> {
-    if crate::state::refuse_query_token(query).is_err() {
-        return Err(A2aError::InvalidRequest(
-            "credentials in the URL query are refused; use the Authorization header".into(),
-        ));
+/// The caller of an A2A route: its principal, or the A2A error that refuses it (a token in
+/// the URL query, or no valid bearer). A handler answers that error in its caller's media
+/// type where the operation calls for it, so checks that come first still do.
+pub struct Caller(Result<Principal, A2aError>);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Infallible> {
+        if crate::state::refuse_query_token(parts.uri.query()).is_err() {
+            return Ok(Caller(Err(A2aError::InvalidRequest(
+                "credentials in the URL query are refused; use the Authorization header".into(),
+            ))));
+        }
+        let who = crate::state::authenticate(state, &parts.headers, header_bearer(&parts.headers))
+            .await
+            .map_err(|e| A2aError::Unauthenticated(e.to_string()));
+        Ok(Caller(who))
     }
-    crate::state::authenticate(state, req_headers, header_bearer(req_headers))
-        .await
-        .map_err(|e| A2aError::Unauthenticated(e.to_string()))
 }
 
 /// The JSON answer, or the error as google.rpc.Status.
@@ -262,14 +269,12 @@ fn streamed(media: Media, started: Result<TaskStream, A2aError>) -> Response {
 }
 
 /// The caller and the SendMessageRequest of a send or stream call.
-async fn sender(
-    state: &AppState,
+fn sender(
+    caller: Caller,
     media: Media,
-    headers: &HeaderMap,
-    query: Option<&str>,
     body: &[u8],
 ) -> Result<(Principal, SendMessageRequest), A2aError> {
-    let who = principal(state, headers, query).await?;
+    let who = caller.0?;
     let malformed =
         |e: serde_json::Error| A2aError::InvalidRequest(format!("SendMessageRequest: {e}"));
     let req = match media.version {
@@ -295,12 +300,11 @@ async fn send_message(
     State(state): State<AppState>,
     axum::Extension(media): axum::Extension<Media>,
     axum::Extension(activation): axum::Extension<extensions::Activation>,
-    headers: HeaderMap,
-    uri: axum::http::Uri,
+    caller: Caller,
     body: Bytes,
 ) -> Response {
     let result = async {
-        let (who, req) = sender(&state, media, &headers, uri.query(), &body).await?;
+        let (who, req) = sender(caller, media, &body)?;
         Ok::<_, A2aError>(
             match (
                 media.version,
@@ -326,14 +330,13 @@ async fn get_task(
     axum::Extension(media): axum::Extension<Media>,
     Path(TaskPath { task }): Path<TaskPath>,
     Query(q): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    uri: axum::http::Uri,
+    caller: Caller,
 ) -> Response {
     if let Some(id) = task.strip_suffix(":subscribe") {
-        return subscribe(&state, media, &headers, uri.query(), id).await;
+        return subscribe(&state, media, caller, id).await;
     }
     let result = async {
-        let who = principal(&state, &headers, uri.query()).await?;
+        let who = caller.0?;
         let history = number(&q, "historyLength")?;
         let task = state.tasks.get(&who, &task, history).await?;
         Ok::<_, A2aError>(task_json(media, &task))
@@ -347,14 +350,13 @@ async fn task_action(
     State(state): State<AppState>,
     axum::Extension(media): axum::Extension<Media>,
     Path(TaskPath { task }): Path<TaskPath>,
-    headers: HeaderMap,
-    uri: axum::http::Uri,
+    caller: Caller,
 ) -> Response {
     if let Some(id) = task.strip_suffix(":subscribe") {
-        return subscribe(&state, media, &headers, uri.query(), id).await;
+        return subscribe(&state, media, caller, id).await;
     }
     let result = async {
-        let who = principal(&state, &headers, uri.query()).await?;
+        let who = caller.0?;
         match task.rsplit_once(':') {
             Some((id, "cancel")) => Ok(task_json(media, &state.tasks.cancel(&who, id).await?)),
             _ => Err(A2aError::MethodNotFound(format!(
@@ -370,8 +372,7 @@ async fn list_tasks(
     State(state): State<AppState>,
     axum::Extension(media): axum::Extension<Media>,
     Query(q): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    uri: axum::http::Uri,
+    caller: Caller,
 ) -> Response {
     let result = async {
         if media.version == Version::V03 {
@@ -379,7 +380,7 @@ async fn list_tasks(
                 "ListTasks is not part of the A2A 0.3 REST binding; use the 1.0 routes".into(),
             ));
         }
-        let who = principal(&state, &headers, uri.query()).await?;
+        let who = caller.0?;
         let query = list_request(&q)?;
         let page = state.tasks.list(&who, query).await?;
         Ok::<_, A2aError>(json!({
@@ -452,12 +453,11 @@ async fn stream_message(
     State(state): State<AppState>,
     axum::Extension(media): axum::Extension<Media>,
     axum::Extension(activation): axum::Extension<extensions::Activation>,
-    headers: HeaderMap,
-    uri: axum::http::Uri,
+    caller: Caller,
     body: Bytes,
 ) -> Response {
     let started = async {
-        let (who, req) = sender(&state, media, &headers, uri.query(), &body).await?;
+        let (who, req) = sender(caller, media, &body)?;
         let stream = (state.tasks)
             .send_stream(&who, req, media.via(&activation))
             .await?;
@@ -471,12 +471,11 @@ async fn stream_message(
 async fn subscribe(
     state: &AppState,
     media: Media,
-    headers: &HeaderMap,
-    query: Option<&str>,
+    caller: Caller,
     id: &str,
 ) -> Response {
     let started = async {
-        let who = principal(state, headers, query).await?;
+        let who = caller.0?;
         let stream = state.tasks.subscribe(&who, id).await?;
         Ok(stream.cut_by(state.revocations.lease(&who, "sse", None)))
     }
@@ -496,12 +495,11 @@ async fn create_push(
     State(state): State<AppState>,
     axum::Extension(media): axum::Extension<Media>,
     Path(TaskPath { task }): Path<TaskPath>,
-    headers: HeaderMap,
-    uri: axum::http::Uri,
+    caller: Caller,
     body: Bytes,
 ) -> Response {
     let result = async {
-        let who = principal(&state, &headers, uri.query()).await?;
+        let who = caller.0?;
         let malformed = |e: serde_json::Error| {
             A2aError::InvalidRequest(format!("TaskPushNotificationConfig: {e}"))
         };
@@ -531,11 +529,10 @@ async fn get_push(
     State(state): State<AppState>,
     axum::Extension(media): axum::Extension<Media>,
     Path(PushPath { task, config }): Path<PushPath>,
-    headers: HeaderMap,
-    uri: axum::http::Uri,
+    caller: Caller,
 ) -> Response {
     let result = async {
-        let who = principal(&state, &headers, uri.query()).await?;
+        let who = caller.0?;
         let config = state.tasks.get_push(&who, &task, &config).await?;
         Ok::<_, A2aError>(push_json(media, &config))
     }
@@ -548,11 +545,10 @@ async fn list_push(
     axum::Extension(media): axum::Extension<Media>,
     Path(TaskPath { task }): Path<TaskPath>,
     Query(q): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    uri: axum::http::Uri,
+    caller: Caller,
 ) -> Response {
     let result = async {
-        let who = principal(&state, &headers, uri.query()).await?;
+        let who = caller.0?;
         let page_size = number(&q, "pageSize")?;
         let (configs, next) = state
             .tasks
@@ -576,11 +572,10 @@ async fn delete_push(
     State(state): State<AppState>,
     axum::Extension(media): axum::Extension<Media>,
     Path(PushPath { task, config }): Path<PushPath>,
-    headers: HeaderMap,
-    uri: axum::http::Uri,
+    caller: Caller,
 ) -> Response {
     let result = async {
-        let who = principal(&state, &headers, uri.query()).await?;
+        let who = caller.0?;
         state.tasks.delete_push(&who, &task, &config).await?;
         Ok::<_, A2aError>(json!({}))
     }
