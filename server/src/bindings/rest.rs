@@ -468,12 +468,7 @@ async fn stream_message(
 }
 
 /// `GET|POST /tasks/{id}:subscribe`: errors before the first event are plain responses.
-async fn subscribe(
-    state: &AppState,
-    media: Media,
-    caller: Caller,
-    id: &str,
-) -> Response {
+async fn subscribe(state: &AppState, media: Media, caller: Caller, id: &str) -> Response {
     let started = async {
         let who = caller.0?;
         let stream = state.tasks.subscribe(&who, id).await?;

@@ -17,16 +17,18 @@ use tokio::task::{AbortHandle, JoinSet};
 use wire::a2a::StreamResponse;
 
 use crate::a2a::service::{TaskService, TaskStream};
-use crate::a2a::{A2aError, Version, v03};
+use crate::a2a::{A2aError, Version};
 use crate::auth::{Principal, Scope};
 use crate::bindings::jsonrpc::{self, Reply};
-use crate::bindings::proto;
-use crate::framing::{FrameReader, Incoming, VARIANT_JSON, VARIANT_PROTO, frame, frame_with};
+use crate::framing::{FrameReader, Incoming, VARIANT_JSON, VARIANT_PROTO, frame};
 
 /// Where emitted Tasks, Messages and Artifacts carry the binding's session facts (§9.5).
 pub const METADATA_KEY: &str = "https://a2a-protocol.org/bindings/stdio/v1";
 /// How long in-flight work may take to wind down after the parent leaves.
 const GRACE: Duration = Duration::from_secs(2);
+
+mod codecs;
+use codecs::{JsonCodec, ProtoCodec};
 
 /// Exit codes of the draft (§2.4).
 pub mod exit {
@@ -228,9 +230,27 @@ where
     let mut reader = FrameReader::new(input, max_body);
     let code = match handshake(&mut reader, &session_id).await {
         Ok(VARIANT_PROTO) => {
-            session_proto(&mut reader, &out, &tasks, &session_id, Arc::new(extensions)).await
+            let codec = ProtoCodec(out.clone());
+            session(
+                &mut reader,
+                codec,
+                &tasks,
+                &session_id,
+                Arc::new(extensions),
+            )
+            .await
         }
-        Ok(_) => session(&mut reader, &out, &tasks, &session_id, Arc::new(extensions)).await,
+        Ok(_) => {
+            let codec = JsonCodec(out.clone());
+            session(
+                &mut reader,
+                codec,
+                &tasks,
+                &session_id,
+                Arc::new(extensions),
+            )
+            .await
+        }
         Err(code) => code,
     };
     drop(out);
@@ -271,9 +291,55 @@ async fn handshake<R: AsyncRead + Unpin>(
     }
 }
 
-async fn session<R: AsyncRead + Unpin>(
+/// One frame as a variant reads it.
+enum Read<Id> {
+    /// A request to run: its id, method, parameters (1.0 JSON) and whether it streams.
+    Request {
+        id: Id,
+        method: String,
+        params: Value,
+        streaming: bool,
+    },
+    /// The parent cancels the stream of this request.
+    Cancel(Id),
+    /// A heartbeat, or a request already answered with its refusal.
+    Answered,
+    /// `system/shutdown`: answered, then the session ends with exit 0.
+    Shutdown(Id),
+    /// The session ends with this exit code.
+    Exit(u8),
+}
+
+/// What tells the variants apart: how a frame reads, and how answers, stream events, stream
+/// ends and errors are written. One session loop runs both.
+trait Codec: Clone + Send + Sync + 'static {
+    type Id: Clone + Send + Sync + 'static;
+    /// One stream event, as written.
+    type Item: Send;
+
+    /// The key of a request's stream.
+    fn key(id: &Self::Id) -> String;
+    fn read<R: AsyncRead + Unpin>(&self, reader: &FrameReader<R>, body: &[u8]) -> Read<Self::Id>;
+    /// The answer to a frame over the size limit (the session then ends).
+    fn too_large(&self);
+    fn answer(&self, id: &Self::Id, method: &str, result: Value);
+    fn shape(
+        &self,
+        method: &str,
+        version: Version,
+        event: StreamResponse,
+    ) -> Result<Self::Item, A2aError>;
+    fn event(&self, id: &Self::Id, item: Self::Item);
+    fn end(&self, id: &Self::Id);
+    fn error(&self, id: &Self::Id, e: &A2aError);
+    fn shut_down(&self, id: &Self::Id);
+}
+
+/// The session after the handshake: requests run concurrently, streams until their end or
+/// the parent's cancel, until EOF, `system/shutdown` or a protocol error.
+async fn session<R: AsyncRead + Unpin, C: Codec>(
     reader: &mut FrameReader<R>,
-    out: &Out,
+    codec: C,
     tasks: &TaskService,
     session_id: &str,
     extensions: Activated,
@@ -282,98 +348,64 @@ async fn session<R: AsyncRead + Unpin>(
     let streams: Streams = Arc::default();
     let mut running = JoinSet::new();
     let code = loop {
-        let too_large = || out.raw_error(&Value::Null, -32000, "Message too large");
-        let body = match next_body(reader, too_large).await {
+        let body = match next_body(reader, || codec.too_large()).await {
             Ok(b) => b,
             Err(code) => break code,
         };
-        let msg: Value = match crate::json::parse_unique(&body) {
-            Ok(v) => v,
-            Err(e) if e.is_data() => {
-                let e = A2aError::InvalidRequest(format!("the request is ambiguous: {e}"));
-                out.error(&Value::Null, &e);
+        let (id, method, params, streaming) = match codec.read(reader, &body) {
+            Read::Request {
+                id,
+                method,
+                params,
+                streaming,
+            } => (id, method, params, streaming),
+            Read::Cancel(id) => {
+                cancel_stream(&streams, &C::key(&id), || codec.end(&id));
                 continue;
             }
-            Err(e) => {
-                out.raw_error(&Value::Null, -32700, &format!("parse error: {e}"));
-                break exit::PROTOCOL;
+            Read::Answered => continue,
+            Read::Shutdown(id) => {
+                codec.shut_down(&id);
+                break exit::OK;
             }
+            Read::Exit(code) => break code,
         };
-        if let Some(kind) = msg.get("type").and_then(Value::as_str) {
-            if kind == "heartbeat" {
-                continue;
-            }
-            tracing::error!(kind, "a control frame out of place");
-            break exit::PROTOCOL;
-        }
-        let id = msg.get("id").cloned().unwrap_or(Value::Null);
-        if msg.get("cancelStream") == Some(&Value::Bool(true)) {
-            cancel_stream(&streams, &id.to_string(), || out.stream_end(&id));
-            continue;
-        }
-        let method = msg.get("method").and_then(Value::as_str);
-        let (Some(method), true, true) = (
-            method,
-            msg.get("jsonrpc") == Some(&json!("2.0")),
-            id.is_string() || id.is_number(),
-        ) else {
-            out.error(
-                &id,
-                &A2aError::InvalidRequest(
-                    "not a JSON-RPC 2.0 request with an id and a method".into(),
-                ),
-            );
-            continue;
-        };
-        if method == "system/shutdown" {
-            out.result(&id, json!({}));
-            break exit::OK;
-        }
-        let streaming = matches!(method, "SendStreamingMessage" | "SubscribeToTask");
-        let key = id.to_string();
+        let key = C::key(&id);
         if streaming && streams.lock().unwrap().contains_key(&key) {
-            out.error(
-                &id,
-                &A2aError::InvalidRequest(format!("request id {key} already has an open stream")),
-            );
+            let refusal = format!("request id {key} already has an open stream");
+            codec.error(&id, &A2aError::InvalidRequest(refusal));
             continue;
         }
-        let params = msg.get("params").cloned().unwrap_or(json!({}));
-        let (method, out, tasks, who, extensions) = (
-            method.to_owned(),
-            out.clone(),
+        let (codec, tasks, who, streams_for_task, extensions) = (
+            codec.clone(),
             tasks.clone(),
             who.clone(),
+            streams.clone(),
             extensions.clone(),
         );
-        let streams_for_task = streams.clone();
         if streaming {
             streams.lock().unwrap().insert(key.clone(), None);
         }
+        let task_key = key.clone();
         let handle = running.spawn(async move {
+            let key = task_key;
             match call(&tasks, &who, &method, params, &extensions).await {
-                Ok(Reply::Value(v)) => out.result(&id, v),
+                Ok(Reply::Value(v)) => codec.answer(&id, &method, v),
                 Ok(Reply::Stream(stream, version)) => {
-                    let shape = |e: StreamResponse| {
-                        Ok(match version {
-                            Version::V1 => json!(e),
-                            Version::V03 => v03::event(&e),
-                        })
-                    };
                     forward(
                         *stream,
                         &streams_for_task,
-                        &id.to_string(),
-                        shape,
-                        |result| out.result(&id, result),
-                        || out.stream_end(&id),
-                        |e| out.error(&id, e),
+                        &key,
+                        |e| codec.shape(&method, version, e),
+                        |item| codec.event(&id, item),
+                        || codec.end(&id),
+                        |e| codec.error(&id, e),
                     )
                     .await;
                 }
                 Err(e) => {
-                    streams_for_task.lock().unwrap().remove(&id.to_string());
-                    out.error(&id, &e);
+                    streams_for_task.lock().unwrap().remove(&key);
+                    codec.error(&id, &e);
                 }
             }
         });
@@ -426,144 +458,6 @@ async fn next_body<R: AsyncRead + Unpin>(
             Err(exit::PROTOCOL)
         }
     }
-}
-
-/// Frames of the `stdio-proto` variant: protobuf bodies, routed by `A2A-*` headers.
-impl Out {
-    fn proto(&self, kind: &str, id: &str, body: &[u8]) {
-        let headers = [("A2A-Kind", kind), ("A2A-Id", id)];
-        let _ = self
-            .tx
-            .send(frame_with("application/x-protobuf", &headers, body));
-    }
-
-    fn proto_error(&self, id: &str, e: &A2aError) {
-        self.proto(
-            "error",
-            id,
-            &proto::error(e.jsonrpc_code(), &e.to_string(), e.reason()),
-        );
-    }
-}
-
-/// The `stdio-proto` session: the same operations as `stdio-json`, with each request's
-/// kind, id and method in `A2A-Kind` / `A2A-Id` / `A2A-Method` and protobuf bodies
-/// (proto/a2a.proto). Control frames (heartbeat) stay JSON and carry no `A2A-Kind`.
-async fn session_proto<R: AsyncRead + Unpin>(
-    reader: &mut FrameReader<R>,
-    out: &Out,
-    tasks: &TaskService,
-    session_id: &str,
-    extensions: Activated,
-) -> u8 {
-    let who = parent(session_id);
-    let streams: Streams = Arc::default();
-    let mut running = JoinSet::new();
-    let code = loop {
-        let too_large = || out.proto("error", "", &proto::error(-32000, "Message too large", ""));
-        let body = match next_body(reader, too_large).await {
-            Ok(b) => b,
-            Err(code) => break code,
-        };
-        let (kind, id, method) = (
-            reader.header("A2A-Kind").map(str::to_owned),
-            reader.header("A2A-Id").unwrap_or("").to_owned(),
-            reader.header("A2A-Method").unwrap_or("").to_owned(),
-        );
-        match kind.as_deref() {
-            None => match serde_json::from_slice::<Value>(&body) {
-                Ok(v) if v["type"] == "heartbeat" => continue,
-                _ => {
-                    tracing::error!("a frame without A2A-Kind that is no heartbeat");
-                    break exit::PROTOCOL;
-                }
-            },
-            Some("cancel") => {
-                cancel_stream(&streams, &id, || out.proto("streamEnd", &id, &[]));
-                continue;
-            }
-            Some("request") => {}
-            Some(other) => {
-                tracing::error!(kind = other, "an A2A-Kind a parent does not send");
-                break exit::PROTOCOL;
-            }
-        }
-        let Some((request_type, answer_type, streaming)) = proto::method_types(&method) else {
-            out.proto_error(
-                &id,
-                &A2aError::MethodNotFound(format!("no method {method:?}")),
-            );
-            continue;
-        };
-        let params = match proto::decode(request_type, &body) {
-            Ok(p) => p,
-            Err(e) => {
-                out.proto_error(&id, &A2aError::InvalidParams(e));
-                continue;
-            }
-        };
-        if method == "system/shutdown" {
-            out.proto("response", &id, &[]);
-            break exit::OK;
-        }
-        if streaming && streams.lock().unwrap().contains_key(&id) {
-            out.proto_error(
-                &id,
-                &A2aError::InvalidRequest(format!("request id {id} already has an open stream")),
-            );
-            continue;
-        }
-        let (out, tasks, who, streams_for_task, extensions) = (
-            out.clone(),
-            tasks.clone(),
-            who.clone(),
-            streams.clone(),
-            extensions.clone(),
-        );
-        let task_id = id.clone();
-        if streaming {
-            streams.lock().unwrap().insert(id.clone(), None);
-        }
-        let handle = running.spawn(async move {
-            let id = task_id;
-            let encode = |mut v: Value, type_name: &str| {
-                stamp(&mut v, &out.mark);
-                proto::encode(type_name, &v)
-            };
-            match call(&tasks, &who, &method, params, &extensions).await {
-                Ok(Reply::Value(v)) => match encode(v, answer_type) {
-                    Ok(bytes) => out.proto("response", &id, &bytes),
-                    Err(e) => out.proto_error(&id, &A2aError::from(anyhow::anyhow!(e))),
-                },
-                Ok(Reply::Stream(stream, _)) => {
-                    let shape = |e: StreamResponse| {
-                        encode(json!(e), answer_type)
-                            .map_err(|e| A2aError::from(anyhow::anyhow!(e)))
-                    };
-                    forward(
-                        *stream,
-                        &streams_for_task,
-                        &id,
-                        shape,
-                        |bytes| out.proto("stream", &id, &bytes),
-                        || out.proto("streamEnd", &id, &[]),
-                        |e| out.proto_error(&id, e),
-                    )
-                    .await;
-                }
-                Err(e) => {
-                    streams_for_task.lock().unwrap().remove(&id);
-                    out.proto_error(&id, &e);
-                }
-            }
-        });
-        if streaming && let Some(slot) = streams.lock().unwrap().get_mut(&id) {
-            *slot = Some(handle);
-        }
-        while running.try_join_next().is_some() {}
-    };
-    wind_down(running).await;
-    code
 }
 
 #[cfg(test)]

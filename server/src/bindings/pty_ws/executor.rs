@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use wire::a2a::{ListTasksRequest, StreamResponse, TaskState};
 use wire::{
-    ClientOp, CloseReason, DecodeError, Decoded, Envelope, ErrorCode, ListTasksPayload, PtyErrorCode, Role,
-    SessionFrame, TaskOp, TaskRef,
+    ClientOp, CloseReason, DecodeError, Decoded, Envelope, ErrorCode, ListTasksPayload,
+    PtyErrorCode, Role, SessionFrame, TaskOp, TaskRef,
 };
 
 use crate::a2a::v03;
