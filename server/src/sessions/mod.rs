@@ -161,7 +161,7 @@ impl SessionHandle {
     pub fn leave_now(&self, client_id: String) {
         if let Err(mpsc::error::TrySendError::Full(cmd)) = self
             .commands
-            .try_send(SessionCommand::Leave(client_id, None))
+            .try_send(SessionCommand::Leave(ClientId(client_id), None))
         {
             let commands = self.commands.clone();
             tokio::spawn(async move { commands.send(cmd).await });

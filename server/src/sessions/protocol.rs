@@ -199,28 +199,55 @@ impl SessionRefusal {
     }
 }
 
+/// A member's id in its session (`client_id` on the wire), which every member command
+/// names first; a task id cannot stand in for it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientId(pub String);
+
+/// An A2A task's id, as the session's shell queue knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TaskId(pub String);
+
+impl std::ops::Deref for ClientId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for TaskId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 pub enum SessionCommand {
     Join(JoinRequest, oneshot::Sender<Result<Joined, SessionRefusal>>),
     /// Leave; the reply (if asked for) is the final `MembershipChanged`.
-    Leave(String, Option<oneshot::Sender<Bytes>>),
-    Input(String, Vec<u8>, oneshot::Sender<Result<(), SessionRefusal>>),
+    Leave(ClientId, Option<oneshot::Sender<Bytes>>),
+    Input(
+        ClientId,
+        Vec<u8>,
+        oneshot::Sender<Result<(), SessionRefusal>>,
+    ),
     Resize(
-        String,
+        ClientId,
         u16,
         u16,
         oneshot::Sender<Result<(), SessionRefusal>>,
     ),
-    RequestRole(String, Role, oneshot::Sender<Result<(), SessionRefusal>>),
-    RequestKeyframe(String, oneshot::Sender<Result<(), SessionRefusal>>),
+    RequestRole(ClientId, Role, oneshot::Sender<Result<(), SessionRefusal>>),
+    RequestKeyframe(ClientId, oneshot::Sender<Result<(), SessionRefusal>>),
     /// A keyframe of the screen now, for a connection that has not joined.
     Keyframe(oneshot::Sender<Bytes>),
     /// The member's connection skipped stale output: send it `PTY_OUTPUT_LAGGED` and a
     /// fresh keyframe.
-    Resync(String),
+    Resync(ClientId),
     /// The member has rendered every output frame up to the ack's sequence (and may ask
     /// for a smaller window).
     Ack(
-        String,
+        ClientId,
         wire::Ack,
         oneshot::Sender<Result<(), SessionRefusal>>,
     ),
@@ -232,9 +259,9 @@ pub enum SessionCommand {
     /// Queue a command line for the session's shell.
     RunTask(TaskRun, oneshot::Sender<Result<(), SessionRefusal>>),
     /// Type the answer to a task waiting for input; the reply says whether it was typed.
-    AnswerTask(String, wire::a2a::Message, oneshot::Sender<bool>),
+    AnswerTask(TaskId, wire::a2a::Message, oneshot::Sender<bool>),
     /// Cancel a queued or running task: Ctrl-C, then SIGKILL of the foreground job.
-    CancelTask(String),
+    CancelTask(TaskId),
     /// Number (once) and deliver an event of a task a connection follows.
     TaskUpdate(TaskUpdate),
     /// Which retained frames follow this sequence.

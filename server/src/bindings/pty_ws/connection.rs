@@ -39,10 +39,10 @@ use super::server_frame;
 use crate::auth::Principal;
 use crate::limits::SessionSlot;
 use crate::revocation::Lease;
-use crate::sessions::Outbound;
 use crate::sessions::SessionCommand;
 use crate::sessions::SessionHandle;
 use crate::sessions::host;
+use crate::sessions::{ClientId, Outbound};
 use crate::state::AppState;
 use crate::websocket::Socket;
 use tasks::TaskContext;
@@ -405,7 +405,9 @@ impl Connection {
             self.send_bytes(sink, json).await?;
         }
         if goodbye.is_none() {
-            handle.tell(SessionCommand::Resync(client_id)).await;
+            handle
+                .tell(SessionCommand::Resync(ClientId(client_id)))
+                .await;
         }
         Ok(goodbye)
     }

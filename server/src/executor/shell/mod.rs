@@ -17,7 +17,9 @@ use super::{Executor, ExecutorRefusal, Plan, Run, Update, Work};
 use crate::a202;
 use crate::auth::Principal;
 use crate::files::RelPath;
-use crate::sessions::{SessionCommand, SessionHandle, Sessions, SpecRequest, TaskEvent, TaskRun};
+use crate::sessions::{
+    SessionCommand, SessionHandle, Sessions, SpecRequest, TaskEvent, TaskId, TaskRun,
+};
 
 /// Output kept in a task's artifact; beyond it the artifact says it was cut.
 pub const MAX_OUTPUT: usize = 1024 * 1024;
@@ -70,7 +72,7 @@ impl Executor for Shell {
                 task.id
             )));
         };
-        let task_id = task.id.clone();
+        let task_id = TaskId(task.id.clone());
         let typed = session
             .ask(|reply| SessionCommand::AnswerTask(task_id, answer, reply))
             .await
@@ -89,7 +91,7 @@ impl Executor for Shell {
     async fn cancel(&self, task: &Task) {
         if let Some(session) = self.sessions.live(&task.context_id) {
             session
-                .tell(SessionCommand::CancelTask(task.id.clone()))
+                .tell(SessionCommand::CancelTask(TaskId(task.id.clone())))
                 .await;
         }
     }

@@ -14,8 +14,8 @@ use crate::auth::Scope;
 use crate::bindings::pty_ws::executor::Dialect;
 use crate::bindings::pty_ws::{error_frame_of, executor};
 use crate::sessions::{
-    JoinRequest, Joined, OutputEncoding, Replay, SessionCommand, SessionRefusal, envelope,
-    is_task_update,
+    ClientId, JoinRequest, Joined, OutputEncoding, Replay, SessionCommand, SessionRefusal,
+    envelope, is_task_update,
 };
 use crate::{audit, sessions};
 
@@ -26,7 +26,7 @@ impl Connection {
         needed: Scope,
         what: &str,
         make: impl FnOnce(
-            String,
+            ClientId,
             tokio::sync::oneshot::Sender<Result<(), SessionRefusal>>,
         ) -> SessionCommand,
     ) -> Result<(), SessionRefusal> {
@@ -45,7 +45,7 @@ impl Connection {
             member
                 .guard
                 .handle
-                .ask(|reply| make(member.client_id.clone(), reply))
+                .ask(|reply| make(ClientId(member.client_id.clone()), reply))
                 .await
                 .unwrap_or_else(|| {
                     Err(SessionRefusal::new(
@@ -309,7 +309,7 @@ impl Connection {
             let last = member
                 .guard
                 .handle
-                .ask(|r| SessionCommand::Leave(client_id, Some(r)))
+                .ask(|r| SessionCommand::Leave(ClientId(client_id), Some(r)))
                 .await;
             if let Some(frame) = last {
                 let _ = self.send_bytes(sink, frame).await;
