@@ -22,28 +22,34 @@ pub fn binary_output(sequence: u64, data: &[u8]) -> Vec<u8> {
     frame
 }
 
-/// PTY output in the agentic-sandbox executor's shape: `{op: "output", seq, ts, payload:
-/// {data}}`, `data` in base64.
+/// One frame in the agentic-sandbox executor's shape: `{op, seq, ts, payload}`, the op a
+/// top-level snake_case name.
+pub fn executor_frame<P: Serialize>(op: &str, seq: Option<u64>, ts: &str, payload: P) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Frame<'a, P> {
+        op: &'a str,
+        seq: Option<u64>,
+        ts: &'a str,
+        payload: P,
+    }
+    let frame = Frame {
+        op,
+        seq,
+        ts,
+        payload,
+    };
+    serde_json::to_vec(&frame).expect("an executor frame serializes")
+}
+
+/// PTY output in the executor's shape: `{op: "output", seq, ts, payload: {data}}`, `data`
+/// in base64.
 pub fn executor_output(sequence: u64, ts: &str, data: &[u8]) -> Vec<u8> {
     #[derive(Serialize)]
     struct Data<'a> {
         data: &'a str,
     }
-    #[derive(Serialize)]
-    struct Output<'a> {
-        op: &'static str,
-        seq: u64,
-        ts: &'a str,
-        payload: Data<'a>,
-    }
     let data = STANDARD.encode(data);
-    let frame = Output {
-        op: "output",
-        seq: sequence,
-        ts,
-        payload: Data { data: &data },
-    };
-    serde_json::to_vec(&frame).expect("an output frame serializes")
+    executor_frame("output", Some(sequence), ts, Data { data: &data })
 }
 
 /// The sequence, stream id and bytes of a `PW1O` frame.

@@ -232,23 +232,8 @@ pub fn encode(spec: &str) -> Option<String> {
     Some(frame(name, seq, &ts, payload))
 }
 
-/// One frame of the executor's shape: a top-level snake_case op.
-#[derive(Serialize)]
-struct ExecutorFrame<'a, P: Serialize> {
-    op: &'a str,
-    seq: Option<u64>,
-    ts: &'a str,
-    payload: P,
-}
-
 fn frame(op: &str, seq: Option<u64>, ts: &str, payload: impl Serialize) -> String {
-    let frame = ExecutorFrame {
-        op,
-        seq,
-        ts,
-        payload,
-    };
-    serde_json::to_string(&frame).expect("an executor frame serializes")
+    String::from_utf8(wire::executor_frame(op, seq, ts, payload)).expect("JSON is UTF-8")
 }
 
 fn to_value(payload: impl Serialize) -> Value {
