@@ -4,8 +4,7 @@
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
-pub const VARIANT_JSON: &str = "stdio-json";
-pub const VARIANT_PROTO: &str = "stdio-proto";
+pub use wire::stdio::{VARIANT_JSON, VARIANT_PROTO};
 const MAX_HEADER_BYTES: usize = 8 * 1024;
 
 /// One read from the parent.

@@ -400,11 +400,31 @@ pub struct AuthenticationInfo {
     pub credentials: Option<String>,
 }
 
+/// ListTasksResponse: a page of tasks, the next page's token (empty on the last), the page
+/// size used and how many tasks match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksResponse {
+    pub tasks: Vec<Task>,
+    pub next_page_token: String,
+    pub page_size: u32,
+    pub total_size: i64,
+}
+
+/// ListTaskPushNotificationConfigsResponse, with each config in the binding's version
+/// (`C`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListPushConfigsResponse<C = TaskPushNotificationConfig> {
+    pub configs: Vec<C>,
+    pub next_page_token: String,
+}
+
 /// GetTaskPushNotificationConfigRequest / DeleteTaskPushNotificationConfigRequest.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PushConfigRequest {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
     #[serde(alias = "task_id")]
     pub task_id: String,
@@ -482,14 +502,28 @@ fn state_filter<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TaskState>, D:
 }
 
 /// GetTaskRequest / CancelTaskRequest / SubscribeToTaskRequest.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskIdRequest {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
     pub id: String,
-    #[serde(default, alias = "history_length")]
+    #[serde(
+        default,
+        alias = "history_length",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub history_length: Option<u32>,
+}
+
+impl TaskIdRequest {
+    pub fn of(id: &str) -> TaskIdRequest {
+        TaskIdRequest {
+            tenant: None,
+            id: id.to_owned(),
+            history_length: None,
+        }
+    }
 }
 
 #[cfg(test)]

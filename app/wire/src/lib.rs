@@ -5,9 +5,13 @@
 
 pub mod a2a;
 mod binary;
+pub mod card;
 mod client_op;
 pub mod control;
+pub mod rpc;
 pub mod server;
+pub mod stdio;
+pub mod v03;
 
 pub use binary::{
     BINARY_INPUT_MAGIC, BINARY_OUTPUT_MAGIC, BINARY_STREAM_PTY, binary_input, binary_output,

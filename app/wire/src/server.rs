@@ -8,20 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::a2a::{Message, StreamResponse, Task};
+use crate::rpc::{ErrorInfo, RpcStatus};
 use crate::{ErrorCode, Pong, SessionFrame};
-
-/// An A2A error as google.rpc.Status JSON (A2A 1.0 §11): the HTTP code, the status name,
-/// the message, its `ErrorInfo` details, and an extension's `data` when it defines one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RpcStatus {
-    pub code: u16,
-    pub status: String,
-    pub message: String,
-    #[serde(default)]
-    pub details: Vec<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
 
 /// The payload of a binding `Error` frame (§6): the binding code, the canonical A2A error,
 /// whether a retry may succeed, and the members some codes add.
@@ -50,11 +38,7 @@ impl ErrorPayload {
                 code: http,
                 status: status.to_owned(),
                 message: message.to_owned(),
-                details: vec![serde_json::json!({
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": code.as_str(),
-                    "domain": "a2a-protocol.org",
-                })],
+                details: vec![ErrorInfo::a2a(code.as_str())],
                 data: None,
             },
             retryable: code.retryable(),

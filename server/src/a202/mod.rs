@@ -14,8 +14,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use wire::a2a::{Content, Message};
+use wire::card::AgentExtension;
 
 use crate::extensions::Declared;
 use crate::store::{A202Row, Store};
@@ -94,17 +95,61 @@ impl A202Refusal {
 
     /// The refusal as JSON: its code (null for a kernel validation refusal), the kind, the
     /// message, and a sequence conflict's current sequence.
-    pub fn body(&self) -> Value {
-        let mut body = json!({
-            "code": self.code(),
-            "refusal": if self.code().is_some() { "registry" } else { "kernel_validation" },
-            "message": self.to_string(),
-        });
-        if let A202Refusal::SequenceConflict { current, .. } = self {
-            body["current_sequence"] = json!(current);
+    pub fn body(&self) -> RefusalBody {
+        RefusalBody {
+            code: self.code(),
+            refusal: if self.code().is_some() {
+                "registry"
+            } else {
+                "kernel_validation"
+            },
+            message: self.to_string(),
+            current_sequence: match self {
+                A202Refusal::SequenceConflict { current, .. } => Some(*current),
+                _ => None,
+            },
         }
-        body
     }
+}
+
+/// A refusal as the HTTPS binding answers it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RefusalBody {
+    pub code: Option<&'static str>,
+    /// `registry` (a registry code) or `kernel_validation`.
+    pub refusal: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_sequence: Option<i64>,
+}
+
+/// The preflight document: this agent's declaration of the extension.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Preflight {
+    pub extensions: Vec<AgentExtension>,
+}
+
+/// A transaction's stream (`GET /a202/transactions/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transaction {
+    pub transaction_id: String,
+    pub sequence: i64,
+    pub objects: Vec<StreamEntry>,
+}
+
+/// One object of a transaction's stream; offers carry their status.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamEntry {
+    pub sequence: i64,
+    pub id: String,
+    pub object_type: String,
+    pub version: i64,
+    pub content_hash: String,
+    pub received_at: String,
+    pub carrier: String,
+    /// `open`, `expired` or `superseded`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<&'static str>,
 }
 
 /// Why an object was not taken: a refusal, or a store that failed (nothing was appended).
@@ -206,18 +251,20 @@ impl A202 {
     }
 
     /// The AgentCard's `capabilities.extensions` entry (binding §2.1).
-    pub fn declaration(&self) -> Value {
-        json!({
-            "uri": URI,
-            "description": "Exchanges A202 commercial objects: one object per raw part (application/a202-commercial+json, RFC 8785 bytes), transaction_id in message metadata under this URI; also POST /a202/objects over HTTPS.",
-            "required": self.inner.required,
-            "params": self.inner.versions,
-        })
+    pub fn declaration(&self) -> AgentExtension {
+        AgentExtension::new(
+            URI,
+            "Exchanges A202 commercial objects: one object per raw part (application/a202-commercial+json, RFC 8785 bytes), transaction_id in message metadata under this URI; also POST /a202/objects over HTTPS.",
+            self.inner.required,
+            &self.inner.versions,
+        )
     }
 
     /// The plain-HTTPS preflight document (binding §7.2).
-    pub fn preflight(&self) -> Value {
-        json!({ "extensions": [self.declaration()] })
+    pub fn preflight(&self) -> Preflight {
+        Preflight {
+            extensions: vec![self.declaration()],
+        }
     }
 
     /// Verifies one object's bytes as received.
@@ -359,7 +406,7 @@ impl A202 {
 
     /// A transaction's stream as its objects and, for offers, their status: `open` until
     /// `valid_until`, then `expired`; `superseded` once a later offer in the stream names it.
-    pub async fn transaction(&self, id: &str) -> Result<Option<Value>> {
+    pub async fn transaction(&self, id: &str) -> Result<Option<Transaction>> {
         let rows = self.inner.store.a202_stream(id).await?;
         if rows.is_empty() {
             return Ok(None);
@@ -369,19 +416,20 @@ impl A202 {
             .map(|r| serde_json::from_slice(&r.canonical).context("a stored object is not JSON"))
             .collect::<Result<_>>()?;
         let now = time::OffsetDateTime::now_utc();
-        let objects: Vec<Value> = rows
+        let objects = rows
             .iter()
             .zip(&parsed)
             .map(|(row, object)| {
-                let mut entry = json!({
-                    "sequence": row.sequence,
-                    "id": row.object_id,
-                    "object_type": row.object_type,
-                    "version": row.version,
-                    "content_hash": row.content_hash,
-                    "received_at": row.received_at,
-                    "carrier": row.carrier,
-                });
+                let mut entry = StreamEntry {
+                    sequence: row.sequence,
+                    id: row.object_id.clone(),
+                    object_type: row.object_type.clone(),
+                    version: row.version,
+                    content_hash: row.content_hash.clone(),
+                    received_at: row.received_at.clone(),
+                    carrier: row.carrier.clone(),
+                    status: None,
+                };
                 if row.object_type == "offer" {
                     let superseded = parsed.iter().any(|o| {
                         o["object_type"] == "offer"
@@ -391,7 +439,7 @@ impl A202 {
                         .as_str()
                         .and_then(keys::timestamp)
                         .is_some_and(|until| until <= now);
-                    entry["status"] = json!(match (superseded, expired) {
+                    entry.status = Some(match (superseded, expired) {
                         (true, _) => "superseded",
                         (false, true) => "expired",
                         (false, false) => "open",
@@ -400,10 +448,10 @@ impl A202 {
                 entry
             })
             .collect();
-        Ok(Some(json!({
-            "transaction_id": id,
-            "sequence": rows.last().map_or(0, |r| r.sequence),
-            "objects": objects,
-        })))
+        Ok(Some(Transaction {
+            transaction_id: id.to_owned(),
+            sequence: rows.last().map_or(0, |r| r.sequence),
+            objects,
+        }))
     }
 }

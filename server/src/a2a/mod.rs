@@ -5,7 +5,7 @@ pub mod push;
 pub mod service;
 pub mod v03;
 
-use serde_json::{Value, json};
+use wire::rpc::{ErrorInfo, JsonRpcError, RpcStatus, StatusBody, V03StatusBody};
 
 /// The A2A protocol version a caller speaks on a binding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -167,26 +167,45 @@ impl A2aError {
     }
 
     /// The google.rpc.ErrorInfo detail.
-    pub fn error_info(&self) -> Value {
-        let mut info = json!({
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": self.reason(),
-            "domain": "a2a-protocol.org",
-        });
-        if let A2aError::A202(refusal) = self {
-            let mut metadata = json!({
-                "extension": crate::a202::URI,
-                "a202_code": refusal.code().unwrap_or("kernel_validation"),
-            });
-            if let crate::a202::A202Refusal::SequenceConflict { current, .. } = refusal {
-                metadata["current_sequence"] = json!(current.to_string());
+    pub fn error_info(&self) -> ErrorInfo {
+        let info = ErrorInfo::a2a(self.reason());
+        match self {
+            A2aError::A202(refusal) => {
+                let code = refusal.code().unwrap_or("kernel_validation");
+                let info = info.with([
+                    ("extension", crate::a202::URI.to_owned()),
+                    ("a202_code", code.to_owned()),
+                ]);
+                match refusal {
+                    crate::a202::A202Refusal::SequenceConflict { current, .. } => {
+                        info.with([("current_sequence", current.to_string())])
+                    }
+                    _ => info,
+                }
             }
-            info["metadata"] = metadata;
+            A2aError::ExtensionSupportRequired(uri) => info.with([
+                ("extension", uri.clone()),
+                ("code", "EXTENSION_REQUIRED".to_owned()),
+            ]),
+            _ => info,
         }
-        if let A2aError::ExtensionSupportRequired(uri) = self {
-            info["metadata"] = json!({ "extension": uri, "code": "EXTENSION_REQUIRED" });
+    }
+
+    /// The JSON-RPC error object: A2A errors carry their ErrorInfo in `data`; an
+    /// extension's error, the message and `data` its spec gives.
+    pub fn jsonrpc_error(&self) -> JsonRpcError {
+        let (message, data) = match self {
+            A2aError::Extension(r) => (r.jsonrpc_message.to_owned(), r.data.clone()),
+            _ => (
+                self.to_string(),
+                serde_json::to_value([self.error_info()]).unwrap_or_default(),
+            ),
+        };
+        JsonRpcError {
+            code: self.jsonrpc_code(),
+            message,
+            data: Some(data),
         }
-        info
     }
 
     /// The name 0.3 clients give this error's class (a2a-sdk's exception names), when A2A
@@ -210,33 +229,31 @@ impl A2aError {
         })
     }
 
-    /// The 0.3 REST body: the JSON-RPC `code` and `message` at the top (what
-    /// `@a2a-js/sdk`'s 0.3 REST client maps to its typed errors), the error's class as
-    /// `type` (what a2a-sdk's 0.3 REST client maps), and the google.rpc.Status under
-    /// `error`, as 1.0 sends it.
-    pub fn v03_rest_body(&self) -> Value {
-        let mut body = self.status_body();
-        body["code"] = json!(self.jsonrpc_code());
-        body["message"] = json!(self.to_string());
-        if let Some(t) = self.v03_type() {
-            body["type"] = json!(t);
+    /// The 0.3 REST body: the 1.0 body plus the JSON-RPC code, message and error class.
+    pub fn v03_rest_body(&self) -> V03StatusBody {
+        V03StatusBody {
+            body: self.status_body(),
+            code: self.jsonrpc_code(),
+            message: self.to_string(),
+            class: self.v03_type().map(str::to_owned),
         }
-        body
     }
 
     /// The REST body: google.rpc.Status.
-    pub fn status_body(&self) -> Value {
+    pub fn status_body(&self) -> StatusBody {
         let (http, status) = self.http();
-        let mut body = json!({ "error": {
-            "code": http,
-            "status": status,
-            "message": self.to_string(),
-            "details": [self.error_info()],
-        }});
-        if let A2aError::Extension(r) = self {
-            body["error"]["data"] = r.data.clone();
+        StatusBody {
+            error: RpcStatus {
+                code: http,
+                status: status.to_owned(),
+                message: self.to_string(),
+                details: vec![self.error_info()],
+                data: match self {
+                    A2aError::Extension(r) => Some(r.data.clone()),
+                    _ => None,
+                },
+            },
         }
-        body
     }
 }
 

@@ -3,6 +3,7 @@
 //! The envelope travels in the task's status message, so a GetTask or a resubscribe after a
 //! reconnect hands out the same `prompt_id`; it is open while the task waits on it.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 use wire::a2a::{Message, Task, TaskState};
 
@@ -53,12 +54,43 @@ pub fn envelope(prompt: &str) -> Value {
         "" => "the command is waiting for input".into(),
         p => p.chars().take(MAX_PROMPT_CHARS).collect(),
     };
-    json!({
-        "prompt_id": uuid::Uuid::new_v4().to_string(),
-        "prompt": prompt,
-        "response_schema": response_schema(),
-        "allowed_responders": ["any"],
-    })
+    let envelope = Envelope {
+        prompt_id: uuid::Uuid::new_v4().to_string(),
+        prompt,
+        response_schema: response_schema(),
+        allowed_responders: ["any"],
+    };
+    serde_json::to_value(envelope).unwrap_or_default()
+}
+
+/// The prompt envelope a waiting task's status message carries.
+#[derive(Serialize)]
+struct Envelope {
+    prompt_id: String,
+    prompt: String,
+    response_schema: Value,
+    allowed_responders: [&'static str; 1],
+}
+
+/// The `data` of a HITL refusal.
+#[derive(Serialize)]
+struct RefusalData<'a> {
+    extension: &'static str,
+    prompt_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    validation_errors: Option<Vec<Violation>>,
+}
+
+/// One way an answer breaks its schema.
+#[derive(Serialize)]
+struct Violation {
+    path: String,
+    keyword: String,
+    message: String,
+}
+
+fn data(refusal: RefusalData) -> Value {
+    serde_json::to_value(refusal).unwrap_or_default()
 }
 
 /// The text a message answers a task's open prompt with, when it carries
@@ -87,7 +119,11 @@ pub fn answer(task: &Task, message: &Message) -> Result<Option<String>, Extensio
             jsonrpc_message: "hitl_already_answered_or_unknown",
             reason: "HITL_ALREADY_ANSWERED_OR_UNKNOWN",
             detail: format!("prompt {prompt_id} is not open on task {}", task.id),
-            data: json!({ "extension": HITL_URI, "prompt_id": prompt_id }),
+            data: data(RefusalData {
+                extension: HITL_URI,
+                prompt_id: Some(prompt_id),
+                validation_errors: None,
+            }),
         });
     };
     let payload = &response["payload"];
@@ -101,25 +137,25 @@ pub fn answer(task: &Task, message: &Message) -> Result<Option<String>, Extensio
 }
 
 /// What `value` breaks of `schema`: `{path, keyword, message}` each.
-fn violations(schema: &Value, value: &Value) -> Vec<Value> {
+fn violations(schema: &Value, value: &Value) -> Vec<Violation> {
     let Ok(validator) = jsonschema::draft202012::options().build(schema) else {
-        return vec![
-            json!({ "path": "", "keyword": "$schema", "message": "the prompt's response_schema does not compile" }),
-        ];
+        return vec![Violation {
+            path: String::new(),
+            keyword: "$schema".into(),
+            message: "the prompt's response_schema does not compile".into(),
+        }];
     };
     validator
         .iter_errors(value)
-        .map(|e| {
-            json!({
-                "path": e.instance_path().to_string(),
-                "keyword": e.kind().keyword(),
-                "message": e.to_string(),
-            })
+        .map(|e| Violation {
+            path: e.instance_path().to_string(),
+            keyword: e.kind().keyword().to_owned(),
+            message: e.to_string(),
         })
         .collect()
 }
 
-fn invalid(prompt_id: Option<&str>, errors: Vec<Value>) -> ExtensionRefusal {
+fn invalid(prompt_id: Option<&str>, errors: Vec<Violation>) -> ExtensionRefusal {
     ExtensionRefusal {
         http: 422,
         jsonrpc: -32011,
@@ -129,7 +165,11 @@ fn invalid(prompt_id: Option<&str>, errors: Vec<Value>) -> ExtensionRefusal {
             "the answer does not match the prompt's response_schema: {}",
             errors.len()
         ),
-        data: json!({ "extension": HITL_URI, "prompt_id": prompt_id, "validation_errors": errors }),
+        data: data(RefusalData {
+            extension: HITL_URI,
+            prompt_id,
+            validation_errors: Some(errors),
+        }),
     }
 }
 

@@ -15,7 +15,8 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::{ExtensionRefusal, IDEMPOTENCY_URI};
@@ -137,7 +138,10 @@ impl Cache {
                         "the first request with messageId {} is still running",
                         key.message_id
                     ),
-                    data: json!({ "code": "IDEMPOTENCY_REQUEST_IN_PROGRESS", "message_id": key.message_id }),
+                    data: data(RefusalData::of(
+                        "IDEMPOTENCY_REQUEST_IN_PROGRESS",
+                        &key.message_id,
+                    )),
                 });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -162,7 +166,7 @@ pub fn key(params: &Value) -> Result<Option<Key>, ExtensionRefusal> {
             detail: format!(
                 "messageId {message_id:?} is not a UUID (idempotency/v1 keys on UUIDs)"
             ),
-            data: json!({ "code": "INVALID_PARAMS", "message_id": message_id }),
+            data: data(RefusalData::of("INVALID_PARAMS", message_id)),
         });
     }
     let mut rest = params.clone();
@@ -198,13 +202,42 @@ fn reused(key: &Key, original: &str, first_binding: &str, binding: &str) -> Exte
         jsonrpc_message: "Idempotency key reused with different payload",
         reason: "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_PAYLOAD",
         detail,
-        data: json!({
-            "code": "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_PAYLOAD",
-            "message_id": key.message_id,
-            "original_request_hash": original,
-            "submitted_request_hash": key.hash,
+        data: data(RefusalData {
+            original_request_hash: Some(original),
+            submitted_request_hash: Some(&key.hash),
+            ..RefusalData::of(
+                "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_PAYLOAD",
+                &key.message_id,
+            )
         }),
     }
+}
+
+/// The `data` of an idempotency refusal: its code and key, and for a reused key both
+/// request hashes.
+#[derive(Serialize)]
+struct RefusalData<'a> {
+    code: &'static str,
+    message_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    original_request_hash: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    submitted_request_hash: Option<&'a str>,
+}
+
+impl<'a> RefusalData<'a> {
+    fn of(code: &'static str, message_id: &'a str) -> RefusalData<'a> {
+        RefusalData {
+            code,
+            message_id,
+            original_request_hash: None,
+            submitted_request_hash: None,
+        }
+    }
+}
+
+fn data(refusal: RefusalData) -> Value {
+    serde_json::to_value(refusal).unwrap_or_default()
 }
 
 fn internal(e: anyhow::Error) -> ExtensionRefusal {
@@ -315,7 +348,7 @@ fn kept(headers: &HeaderMap) -> String {
         .iter()
         .filter_map(|name| {
             let value = headers.get(*name)?.to_str().ok()?;
-            Some(((*name).to_owned(), json!(value)))
+            Some(((*name).to_owned(), Value::from(value)))
         })
         .collect();
     Value::Object(kept).to_string()
@@ -372,6 +405,7 @@ pub fn activated(extensions: &[&'static str]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn params(message_id: &str, text: &str) -> Value {
         json!({ "message": { "messageId": message_id, "role": "ROLE_USER", "parts": [{ "text": text }] } })

@@ -17,7 +17,9 @@ pub mod tenant;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use wire::card::AgentExtension;
 
 use crate::extensions::Declared;
 use crate::store::Store;
@@ -69,6 +71,38 @@ const CAPABILITIES: [&str; 5] = [
 
 /// The provider of ptyhost's runtime kinds: its own sandbox, or the host's processes.
 const PROVIDER: &str = "ptyhost";
+
+/// `runtime/v1`'s card params.
+#[derive(Serialize)]
+struct RuntimeParams<'a> {
+    runtime: &'static str,
+    provider: &'static str,
+    loadout: &'static str,
+    instance_id: &'a str,
+    capabilities: [&'static str; 5],
+}
+
+/// `idempotency/v1`'s card params.
+#[derive(Serialize)]
+struct IdempotencyParams {
+    ttl_seconds: u64,
+    canonicalization: &'static str,
+    hash_algorithm: &'static str,
+}
+
+/// `tenant/v1`'s card params.
+#[derive(Serialize)]
+struct TenantParams {
+    enforcement: &'static str,
+    default_tenant: &'static str,
+    quota_response: QuotaResponse,
+}
+
+#[derive(Serialize)]
+struct QuotaResponse {
+    status: u16,
+    header: &'static str,
+}
 
 #[derive(Clone)]
 pub struct Agentic {
@@ -148,50 +182,53 @@ impl Agentic {
     }
 
     /// Their entries in the card's `capabilities.extensions`.
-    pub fn card_entries(&self) -> Vec<Value> {
+    pub fn card_entries(&self) -> Vec<AgentExtension> {
         let s = &self.inner.settings;
         let [runtime, idempotency, hitl, tenant] = self.declared(Surface::Http)[..] else {
             unreachable!("HTTP declares all four")
         };
         vec![
-            json!({
-                "uri": runtime.uri,
-                "description": "What this instance runs sessions in: container when each session is sandboxed (its own namespaces, minimal root, Landlock, seccomp, cgroup caps), host when not. Every Task carries runtime.instance_id and runtime.kind (its session's own).",
-                "required": runtime.required,
-                "params": {
-                    "runtime": Self::kind(s.sandboxed),
-                    "provider": PROVIDER,
-                    "loadout": s.loadout,
-                    "instance_id": self.inner.instance_uuid,
-                    "capabilities": CAPABILITIES,
+            AgentExtension::new(
+                runtime.uri,
+                "What this instance runs sessions in: container when each session is sandboxed (its own namespaces, minimal root, Landlock, seccomp, cgroup caps), host when not. Every Task carries runtime.instance_id and runtime.kind (its session's own).",
+                runtime.required,
+                RuntimeParams {
+                    runtime: Self::kind(s.sandboxed),
+                    provider: PROVIDER,
+                    loadout: s.loadout,
+                    instance_id: &self.inner.instance_uuid,
+                    capabilities: CAPABILITIES,
                 },
-            }),
-            json!({
-                "uri": idempotency.uri,
-                "description": "Server-side deduplication of SendMessage and SendStreamingMessage on HTTP+JSON and JSON-RPC, keyed on Message.messageId and bound to the SHA-256 of the JCS-canonical request without it; the cache is in the store, so it survives restarts and is shared by a cluster's nodes.",
-                "required": idempotency.required,
-                "params": {
-                    "ttl_seconds": s.idempotency_ttl.as_secs(),
-                    "canonicalization": "jcs-rfc8785",
-                    "hash_algorithm": "sha-256",
+            ),
+            AgentExtension::new(
+                idempotency.uri,
+                "Server-side deduplication of SendMessage and SendStreamingMessage on HTTP+JSON and JSON-RPC, keyed on Message.messageId and bound to the SHA-256 of the JCS-canonical request without it; the cache is in the store, so it survives restarts and is shared by a cluster's nodes.",
+                idempotency.required,
+                IdempotencyParams {
+                    ttl_seconds: s.idempotency_ttl.as_secs(),
+                    canonicalization: "jcs-rfc8785",
+                    hash_algorithm: "sha-256",
                 },
-            }),
-            json!({
-                "uri": hitl.uri,
-                "description": "A task that waits for input carries a prompt envelope (prompt_id, the line the command waits on, response_schema {text}); a message with metadata.hitl_response_for answers it with that text.",
-                "required": hitl.required,
-                "params": {},
-            }),
-            json!({
-                "uri": tenant.uri,
-                "description": "Carries an opaque tenant_id on Message.metadata, validated and echoed on every emitted Message and status update; declared: nothing is scoped by it.",
-                "required": tenant.required,
-                "params": {
-                    "enforcement": "declared",
-                    "default_tenant": tenant::DEFAULT,
-                    "quota_response": { "status": 429, "header": "Retry-After" },
+            ),
+            AgentExtension::new(
+                hitl.uri,
+                "A task that waits for input carries a prompt envelope (prompt_id, the line the command waits on, response_schema {text}); a message with metadata.hitl_response_for answers it with that text.",
+                hitl.required,
+                Map::new(),
+            ),
+            AgentExtension::new(
+                tenant.uri,
+                "Carries an opaque tenant_id on Message.metadata, validated and echoed on every emitted Message and status update; declared: nothing is scoped by it.",
+                tenant.required,
+                TenantParams {
+                    enforcement: "declared",
+                    default_tenant: tenant::DEFAULT,
+                    quota_response: QuotaResponse {
+                        status: 429,
+                        header: "Retry-After",
+                    },
                 },
-            }),
+            ),
         ]
     }
 
@@ -208,11 +245,14 @@ impl Agentic {
         let mut metadata = Map::new();
         metadata.insert(
             "runtime.instance_id".into(),
-            json!(self.inner.instance_uuid),
+            Value::from(self.inner.instance_uuid.as_str()),
         );
-        metadata.insert("runtime.kind".into(), json!(kind));
-        metadata.insert("runtime.provider".into(), json!(PROVIDER));
-        metadata.insert("runtime.capabilities".into(), json!(CAPABILITIES));
+        metadata.insert("runtime.kind".into(), Value::from(kind));
+        metadata.insert("runtime.provider".into(), Value::from(PROVIDER));
+        metadata.insert(
+            "runtime.capabilities".into(),
+            Value::from(CAPABILITIES.to_vec()),
+        );
         let tenant = tenant::of(message)
             .ok()
             .flatten()
@@ -223,7 +263,7 @@ impl Agentic {
                     .then(|| tenant::DEFAULT.to_owned())
             });
         if let Some(t) = &tenant {
-            metadata.insert(tenant::KEY.into(), json!(t));
+            metadata.insert(tenant::KEY.into(), Value::from(t.as_str()));
         }
         Stamp {
             metadata,
@@ -249,7 +289,7 @@ impl Stamp {
     pub fn message(&self, message: &mut wire::a2a::Message) {
         if let Some(t) = &self.tenant {
             let metadata = message.metadata.get_or_insert_with(Map::new);
-            metadata.insert(tenant::KEY.into(), json!(t));
+            metadata.insert(tenant::KEY.into(), Value::from(t.as_str()));
         }
     }
 

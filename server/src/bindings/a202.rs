@@ -9,7 +9,6 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 
 use crate::a202::{self, A202Refusal, Carrier};
 use crate::auth::{Principal, Scope};
@@ -102,7 +101,7 @@ pub async fn transaction(
     State(state): State<AppState>,
     who: Principal,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<a202::Transaction>, ApiError> {
     commercial(&who, Scope::Observe)?;
     match state.tasks.a202().transaction(&id).await? {
         Some(view) => Ok(Json(view)),

@@ -5,12 +5,14 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use wire::a2a::{
-    ListPushConfigsRequest, ListTasksRequest, PushConfigRequest, SendMessageRequest, TaskIdRequest,
-    TaskPushNotificationConfig,
+    ListPushConfigsRequest, ListPushConfigsResponse, ListTasksRequest, PushConfigRequest,
+    SendMessageRequest, TaskIdRequest, TaskPushNotificationConfig,
 };
+use wire::rpc::{JsonRpcError, JsonRpcResponse};
 
 use crate::a2a::service::Sent;
 use crate::a2a::service::{TaskService, TaskStream};
@@ -121,10 +123,7 @@ async fn answer(
     )
     .await;
     let mut resp = match handled {
-        Ok(Reply::Value(result)) => reply(
-            StatusCode::OK,
-            &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
-        ),
+        Ok(Reply::Value(result)) => reply(StatusCode::OK, &JsonRpcResponse::result(id, result)),
         Ok(Reply::Stream(stream, version)) => sse(id, *stream, version),
         Err(e) => failure(&id, &e),
     };
@@ -165,15 +164,14 @@ fn sse(id: Value, stream: TaskStream, version: Version) -> Response {
         Ok::<_, std::convert::Infallible>(match item {
             Ok(event) => {
                 let result = match version {
-                    Version::V1 => json!(event),
+                    Version::V1 => value(&event),
                     Version::V03 => v03::event(&event),
                 };
-                Event::default()
-                    .data(json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string())
+                Event::default().data(encode(&JsonRpcResponse::result(id.clone(), result)))
             }
             Err(e) => Event::default()
                 .event("error")
-                .data(error_object(&id, &e).to_string()),
+                .data(encode(&error_object(&id, &e))),
         })
     });
     Sse::new(events)
@@ -254,30 +252,24 @@ pub async fn call(
         extensions,
     };
     Ok(Reply::Value(match method {
-        "SendMessage" => json!(
-            tasks
+        "SendMessage" => value(
+            &tasks
                 .send(&who, parse::<SendMessageRequest>(method, params)?, via)
-                .await?
+                .await?,
         ),
         "GetTask" => {
             let p = parse::<TaskIdRequest>(method, params)?;
-            json!(tasks.get(&who, &p.id, p.history_length).await?)
+            value(&tasks.get(&who, &p.id, p.history_length).await?)
         }
         "CancelTask" => {
             let p = parse::<TaskIdRequest>(method, params)?;
-            json!(tasks.cancel(&who, &p.id).await?)
+            value(&tasks.cancel(&who, &p.id).await?)
         }
-        "ListTasks" => {
-            let page = tasks
+        "ListTasks" => value(
+            &tasks
                 .list(&who, parse::<ListTasksRequest>(method, params)?)
-                .await?;
-            json!({
-                "tasks": page.tasks,
-                "nextPageToken": page.next_page_token,
-                "pageSize": page.page_size,
-                "totalSize": page.total_size,
-            })
-        }
+                .await?,
+        ),
         "SendStreamingMessage" => {
             let req = parse::<SendMessageRequest>(method, params)?;
             return Ok(Reply::Stream(
@@ -300,22 +292,25 @@ pub async fn call(
                     "{method}: taskId is required"
                 )));
             }
-            json!(
-                tasks
+            value(
+                &tasks
                     .create_push(&who, Version::V1, &task_id, config)
-                    .await?
+                    .await?,
             )
         }
         "GetTaskPushNotificationConfig" => {
             let p = parse::<PushConfigRequest>(method, params)?;
-            json!(tasks.get_push(&who, &p.task_id, &p.id).await?)
+            value(&tasks.get_push(&who, &p.task_id, &p.id).await?)
         }
         "ListTaskPushNotificationConfigs" => {
             let p = parse::<ListPushConfigsRequest>(method, params)?;
-            let (configs, next) = tasks
+            let (configs, next_page_token) = tasks
                 .list_push(&who, &p.task_id, p.page_size, p.page_token.as_deref())
                 .await?;
-            json!({ "configs": configs, "nextPageToken": next })
+            value(&ListPushConfigsResponse {
+                configs,
+                next_page_token,
+            })
         }
         "DeleteTaskPushNotificationConfig" => {
             let p = parse::<PushConfigRequest>(method, params)?;
@@ -429,35 +424,39 @@ fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, A2aError
     serde_json::from_value(params).map_err(|e| A2aError::InvalidParams(format!("{method}: {e}")))
 }
 
-/// A JSON-RPC error: A2A's carry their ErrorInfo in `data`; an extension's error, the
-/// message and `data` its spec gives.
-pub fn error_object(id: &Value, e: &A2aError) -> Value {
-    let (message, data) = match e {
-        A2aError::Extension(r) => (r.jsonrpc_message.to_owned(), r.data.clone()),
-        _ => (e.to_string(), json!([e.error_info()])),
-    };
-    json!({ "jsonrpc": "2.0", "id": id, "error": {
-        "code": e.jsonrpc_code(),
-        "message": message,
-        "data": data,
-    }})
+/// A JSON-RPC error response.
+pub fn error_object(id: &Value, e: &A2aError) -> JsonRpcResponse<Value> {
+    JsonRpcResponse::error(id.clone(), e.jsonrpc_error())
 }
 
-fn parse_error(detail: &str) -> Value {
-    json!({ "jsonrpc": "2.0", "id": null, "error": {
-        "code": -32700,
-        "message": format!("parse error: {detail}"),
-    }})
+fn parse_error(detail: &str) -> JsonRpcResponse<Value> {
+    JsonRpcResponse::error(
+        Value::Null,
+        JsonRpcError {
+            code: -32700,
+            message: format!("parse error: {detail}"),
+            data: None,
+        },
+    )
 }
 
-fn reply(status: StatusCode, body: &Value) -> Response {
+/// A result as JSON (our types always serialize).
+fn value<T: Serialize>(result: &T) -> Value {
+    serde_json::to_value(result).unwrap_or_default()
+}
+
+fn encode<T: Serialize>(body: &T) -> String {
+    serde_json::to_string(body).unwrap_or_default()
+}
+
+fn reply<T: Serialize>(status: StatusCode, body: &T) -> Response {
     (
         status,
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        body.to_string(),
+        encode(body),
     )
         .into_response()
 }

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wire::a2a::{ListTasksRequest, SendMessageRequest};
 
@@ -25,7 +25,8 @@ use crate::extensions;
 use crate::state::{AppState, header_bearer};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
-use wire::a2a::{Task, TaskPushNotificationConfig};
+use wire::a2a::{ListPushConfigsResponse, Task, TaskPushNotificationConfig};
+use wire::server::Done;
 
 use super::{A2A_JSON, JSON};
 
@@ -167,30 +168,29 @@ fn content_type_ok(headers: &HeaderMap) -> bool {
     }
 }
 
-fn respond(media: Media, status: axum::http::StatusCode, body: &Value) -> Response {
+fn respond<B: Serialize>(media: Media, status: axum::http::StatusCode, body: &B) -> Response {
     (
         status,
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static(media.content_type),
         )],
-        body.to_string(),
+        serde_json::to_string(body).unwrap_or_default(),
     )
         .into_response()
 }
 
-fn ok(media: Media, body: &Value) -> Response {
+fn ok<B: Serialize>(media: Media, body: &B) -> Response {
     respond(media, axum::http::StatusCode::OK, body)
 }
 
 fn error_response(e: &A2aError, media: Media) -> Response {
     let status = axum::http::StatusCode::from_u16(e.http().0)
         .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
-    let body = match media.version {
-        Version::V1 => e.status_body(),
-        Version::V03 => e.v03_rest_body(),
-    };
-    respond(media, status, &body)
+    match media.version {
+        Version::V1 => respond(media, status, &e.status_body()),
+        Version::V03 => respond(media, status, &e.v03_rest_body()),
+    }
 }
 
 /// `idempotency/v1` around a send that activates it (see `super::idempotent`); any other
@@ -253,7 +253,7 @@ impl FromRequestParts<AppState> for Caller {
 }
 
 /// The JSON answer, or the error as google.rpc.Status.
-fn answer(media: Media, result: Result<Value, A2aError>) -> Response {
+fn answer<B: Serialize>(media: Media, result: Result<B, A2aError>) -> Response {
     match result {
         Ok(v) => ok(media, &v),
         Err(e) => error_response(&e, media),
@@ -383,12 +383,7 @@ async fn list_tasks(
         let who = caller.0?;
         let query = list_request(&q)?;
         let page = state.tasks.list(&who, query).await?;
-        Ok::<_, A2aError>(json!({
-            "tasks": page.tasks.iter().map(json_value).collect::<Vec<_>>(),
-            "nextPageToken": page.next_page_token,
-            "pageSize": page.page_size,
-            "totalSize": page.total_size,
-        }))
+        Ok::<_, A2aError>(page)
     }
     .await;
     answer(media, result)
@@ -441,7 +436,7 @@ fn sse(media: Media, stream: TaskStream) -> Response {
             }
             Err(e) => Event::default()
                 .event("error")
-                .data(e.status_body().to_string()),
+                .data(serde_json::to_string(&e.status_body()).unwrap_or_default()),
         })
     });
     Sse::new(events)
@@ -554,10 +549,10 @@ async fn list_push(
                 q.get("pageToken").map(String::as_str),
             )
             .await?;
-        Ok::<_, A2aError>(json!({
-            "configs": configs.iter().map(|c| push_json(media, c)).collect::<Vec<_>>(),
-            "nextPageToken": next,
-        }))
+        Ok::<_, A2aError>(ListPushConfigsResponse {
+            configs: configs.iter().map(|c| push_json(media, c)).collect(),
+            next_page_token: next,
+        })
     }
     .await;
     answer(media, result)
@@ -572,7 +567,7 @@ async fn delete_push(
     let result = async {
         let who = caller.0?;
         state.tasks.delete_push(&who, &task, &config).await?;
-        Ok::<_, A2aError>(json!({}))
+        Ok::<_, A2aError>(Done {})
     }
     .await;
     answer(media, result)

@@ -9,12 +9,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
 use wire::a2a::StreamResponse;
+use wire::rpc::{JsonRpcError, JsonRpcResponse};
+use wire::stdio::{Handshake, Opening, PROTOCOL, PROTOCOL_VERSION, SessionMark, StreamEnd};
 
 use crate::a2a::service::{TaskService, TaskStream};
 use crate::a2a::{A2aError, Version};
@@ -94,13 +97,14 @@ struct Out {
 }
 
 impl Out {
-    fn send(&self, v: &Value) {
-        let _ = self.tx.send(frame(v.to_string().as_bytes()));
+    fn send<T: Serialize>(&self, v: &T) {
+        let body = serde_json::to_vec(v).unwrap_or_default();
+        let _ = self.tx.send(frame(&body));
     }
 
     fn result(&self, id: &Value, mut result: Value) {
         stamp(&mut result, &self.mark);
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": result }));
+        self.send(&JsonRpcResponse::result(id.clone(), result));
     }
 
     fn error(&self, id: &Value, e: &A2aError) {
@@ -108,13 +112,16 @@ impl Out {
     }
 
     fn raw_error(&self, id: &Value, code: i64, message: &str) {
-        self.send(
-            &json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } }),
-        );
+        let error = JsonRpcError {
+            code,
+            message: message.to_owned(),
+            data: None,
+        };
+        self.send(&JsonRpcResponse::<Value>::error(id.clone(), error));
     }
 
     fn stream_end(&self, id: &Value) {
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "streamEnd": true }));
+        self.send(&StreamEnd::of(id.clone()));
     }
 }
 
@@ -214,18 +221,22 @@ where
             }
         }
     });
+    let mark = SessionMark {
+        session_id: session_id.clone(),
+        pid,
+        variant: VARIANT_JSON.to_owned(),
+    };
     let out = Out {
         tx,
-        mark: Arc::new(json!({ "sessionId": session_id, "pid": pid, "variant": VARIANT_JSON })),
+        mark: Arc::new(serde_json::to_value(mark).unwrap_or_default()),
     };
-    out.send(&json!({
-        "type": "handshake",
-        "protocol": "a2a-stdio",
-        "protocolVersion": "1.0",
-        "sessionId": session_id,
-        "supportedVariants": [VARIANT_JSON, VARIANT_PROTO],
-        "features": ["streaming"],
-        "pid": pid,
+    out.send(&Opening::Handshake(Handshake {
+        protocol: PROTOCOL.to_owned(),
+        protocol_version: PROTOCOL_VERSION.to_owned(),
+        session_id: session_id.clone(),
+        supported_variants: vec![VARIANT_JSON.to_owned(), VARIANT_PROTO.to_owned()],
+        features: vec!["streaming".to_owned()],
+        pid,
     }));
     let mut reader = FrameReader::new(input, max_body);
     let code = match handshake(&mut reader, &session_id).await {
@@ -268,24 +279,23 @@ async fn handshake<R: AsyncRead + Unpin>(
         Incoming::Eof => return Err(exit::OK),
         Incoming::TooLarge(_) | Incoming::Malformed(_) => return Err(exit::PROTOCOL),
     };
-    let ack: Value = serde_json::from_slice(&body).map_err(|_| exit::PROTOCOL)?;
-    if ack["type"] != "handshakeAck" {
+    let Ok(Opening::HandshakeAck(ack)) = serde_json::from_slice(&body) else {
         tracing::error!("the first frame is not a handshakeAck");
         return Err(exit::PROTOCOL);
-    }
-    if ack["accept"] == false {
+    };
+    if ack.accept == Some(false) {
         tracing::info!("the parent declined the session");
         return Err(exit::OK);
     }
-    if ack["sessionId"].as_str().is_some_and(|s| s != session_id) {
+    if ack.session_id.is_some_and(|s| s != session_id) {
         tracing::error!("the handshakeAck names another session");
         return Err(exit::PROTOCOL);
     }
-    match ack["selectVariant"].as_str() {
+    match ack.select_variant.as_deref() {
         Some(VARIANT_JSON) => Ok(VARIANT_JSON),
         Some(VARIANT_PROTO) => Ok(VARIANT_PROTO),
-        _ => {
-            tracing::error!(variant = %ack["selectVariant"], "the parent selected a variant not offered");
+        other => {
+            tracing::error!(variant = ?other, "the parent selected a variant not offered");
             Err(exit::PROTOCOL)
         }
     }

@@ -2,7 +2,14 @@
 //! to 1.0 shapes, streams read as server-sent events.
 
 use futures_util::{Stream, StreamExt};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use wire::a2a::{
+    ListTasksRequest, Message, PushConfigRequest, SendMessageConfiguration, SendMessageRequest,
+    TaskIdRequest, TaskPushNotificationConfig,
+};
+use wire::rpc::{ErrorInfo, JsonRpcRequest, JsonRpcResponse, Outcome, StatusBody};
+use wire::v03 as shapes;
 
 use super::{Binding, ClientError, Events, Interface};
 use crate::a2a::{Version, v03};
@@ -57,7 +64,7 @@ impl Link {
         &self,
         methods: (&str, &str),
         rest: (reqwest::Method, String),
-        params: Value,
+        params: impl Serialize,
     ) -> Result<Value, ClientError> {
         self.exchange(methods, rest, params).await.map(|(v, _)| v)
     }
@@ -68,7 +75,7 @@ impl Link {
         &self,
         methods: (&str, &str),
         rest: (reqwest::Method, String),
-        params: Value,
+        params: impl Serialize,
     ) -> Result<(Value, Vec<String>), ClientError> {
         let echoed = |resp: &reqwest::Response| -> Vec<String> {
             [extensions::HEADER, extensions::LEGACY_HEADER]
@@ -82,11 +89,11 @@ impl Link {
                     Version::V1 => methods.0,
                     Version::V03 => methods.1,
                 };
-                let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+                let body = JsonRpcRequest::new(Value::from(1), method, params);
                 let resp = self
                     .request(reqwest::Method::POST, &self.iface.url)
                     .header(reqwest::header::CONTENT_TYPE, self.content_type())
-                    .body(body.to_string())
+                    .body(encode(&body))
                     .send()
                     .await?;
                 let echo = echoed(&resp);
@@ -98,7 +105,7 @@ impl Link {
                 if method == reqwest::Method::POST {
                     req = req
                         .header(reqwest::header::CONTENT_TYPE, self.content_type())
-                        .body(params.to_string());
+                        .body(encode(&params));
                 }
                 let resp = req.send().await?;
                 let echo = echoed(&resp);
@@ -111,38 +118,46 @@ impl Link {
         }
     }
 
-    /// Answers of 0.3 in 1.0 shapes.
-    pub(super) fn normalize(&self, v: Value, wrapped: bool) -> Result<Value, ClientError> {
-        let decode = |e: crate::a2a::A2aError| ClientError::Decode(e.to_string());
-        match (self.iface.version, self.iface.binding, wrapped) {
-            (Version::V1, _, _) => Ok(v),
-            (Version::V03, Binding::JsonRpc, true) => v03::wrap_v1(&v).map_err(decode),
-            (Version::V03, _, _) => v03::to_v1(&v).map_err(decode),
-        }
+    /// A send's result or a stream's event (`Event`), or a task (`Task`), in 1.0 shapes.
+    pub(super) fn normalize(&self, v: Value, answer: Answer) -> Result<Value, ClientError> {
+        let rest = self.iface.binding == Binding::HttpJson;
+        let v1 = match (self.iface.version, answer) {
+            (Version::V1, _) => return Ok(v),
+            (Version::V03, Answer::Event) => v03::event_in(v, rest).map(to_json),
+            (Version::V03, Answer::Task) => v03::task_in(v, rest).map(to_json),
+        };
+        v1.map_err(|e| ClientError::Decode(e.to_string()))
     }
 
-    pub(super) fn send_params(
-        &self,
-        message: &wire::a2a::Message,
-        return_immediately: bool,
-    ) -> Value {
-        match (self.iface.version, self.iface.binding) {
-            (Version::V1, _) => {
-                json!({ "message": message, "configuration": { "returnImmediately": return_immediately } })
-            }
-            (Version::V03, Binding::JsonRpc) => {
-                json!({ "message": v03::message(message), "configuration": { "blocking": !return_immediately } })
-            }
-            (Version::V03, Binding::HttpJson) => {
-                json!({ "request": v03::rest::message(message), "configuration": { "blocking": !return_immediately } })
-            }
-        }
+    pub(super) fn send_params(&self, message: &Message, return_immediately: bool) -> Value {
+        let configuration = shapes::SendConfiguration {
+            blocking: !return_immediately,
+        };
+        to_json(match (self.iface.version, self.iface.binding) {
+            (Version::V1, _) => to_json(SendMessageRequest {
+                tenant: None,
+                message: message.clone(),
+                configuration: Some(SendMessageConfiguration {
+                    return_immediately,
+                    ..SendMessageConfiguration::default()
+                }),
+                metadata: None,
+            }),
+            (Version::V03, Binding::JsonRpc) => to_json(shapes::SendParams {
+                message: message.into(),
+                configuration,
+            }),
+            (Version::V03, Binding::HttpJson) => to_json(shapes::rest::SendRequest {
+                request: message.into(),
+                configuration,
+            }),
+        })
     }
 
     /// SendMessage: `{"task": …}` or `{"message": …}`.
     pub async fn send(
         &self,
-        message: &wire::a2a::Message,
+        message: &Message,
         return_immediately: bool,
     ) -> Result<Value, ClientError> {
         self.send_echoed(message, return_immediately)
@@ -153,7 +168,7 @@ impl Link {
     /// SendMessage, and the extensions the agent echoed as activated.
     pub async fn send_echoed(
         &self,
-        message: &wire::a2a::Message,
+        message: &Message,
         return_immediately: bool,
     ) -> Result<(Value, Vec<String>), ClientError> {
         let params = self.send_params(message, return_immediately);
@@ -164,14 +179,14 @@ impl Link {
                 params,
             )
             .await?;
-        Ok((self.normalize(v, true)?, echo))
+        Ok((self.normalize(v, Answer::Event)?, echo))
     }
 
     pub async fn get(&self, id: &str, history_length: Option<u32>) -> Result<Value, ClientError> {
-        let mut params = json!({ "id": id });
+        let mut params = TaskIdRequest::of(id);
         let mut path = format!("/tasks/{id}");
         if let Some(n) = history_length {
-            params["historyLength"] = json!(n);
+            params.history_length = Some(n);
             path.push_str(&format!("?historyLength={n}"));
         }
         let v = self
@@ -181,7 +196,7 @@ impl Link {
                 params,
             )
             .await?;
-        self.normalize(v, false)
+        self.normalize(v, Answer::Task)
     }
 
     pub async fn cancel(&self, id: &str) -> Result<Value, ClientError> {
@@ -190,10 +205,10 @@ impl Link {
             .unary(
                 ("CancelTask", "tasks/cancel"),
                 (reqwest::Method::POST, path),
-                json!({ "id": id }),
+                TaskIdRequest::of(id),
             )
             .await?;
-        self.normalize(v, false)
+        self.normalize(v, Answer::Task)
     }
 
     /// ListTasks (1.0 only: 0.3 had none).
@@ -204,10 +219,12 @@ impl Link {
                 "A2A 0.3 has no ListTasks; use --a2a-protocol 1.0",
             ));
         }
-        let mut params = json!({});
+        let params = ListTasksRequest {
+            context_id: context_id.map(str::to_owned),
+            ..ListTasksRequest::default()
+        };
         let mut path = "/tasks".to_owned();
         if let Some(c) = context_id {
-            params["contextId"] = json!(c);
             path.push_str(&format!("?contextId={c}"));
         }
         self.unary(
@@ -225,15 +242,28 @@ impl Link {
         url: &str,
         token: &str,
     ) -> Result<String, ClientError> {
-        let inner = json!({ "url": url, "token": token });
+        let inner = shapes::PushConfig {
+            url: url.to_owned(),
+            token: Some(token.to_owned()),
+            ..shapes::PushConfig::default()
+        };
         let params = match (self.iface.version, self.iface.binding) {
-            (Version::V1, _) => json!({ "taskId": task_id, "url": url, "token": token }),
-            (Version::V03, Binding::JsonRpc) => {
-                json!({ "taskId": task_id, "pushNotificationConfig": inner })
-            }
-            (Version::V03, Binding::HttpJson) => {
-                json!({ "config": { "pushNotificationConfig": inner } })
-            }
+            (Version::V1, _) => to_json(TaskPushNotificationConfig {
+                task_id: task_id.to_owned(),
+                url: url.to_owned(),
+                token: Some(token.to_owned()),
+                ..TaskPushNotificationConfig::default()
+            }),
+            (Version::V03, Binding::JsonRpc) => to_json(shapes::TaskPushConfig {
+                task_id: task_id.to_owned(),
+                push_notification_config: inner,
+            }),
+            (Version::V03, Binding::HttpJson) => to_json(shapes::rest::CreatePushRequest {
+                config: shapes::rest::TaskPushConfig {
+                    name: String::new(),
+                    push_notification_config: inner,
+                },
+            }),
         };
         let path = format!("/tasks/{task_id}/pushNotificationConfigs");
         let v = self
@@ -246,17 +276,29 @@ impl Link {
                 params,
             )
             .await?;
-        v["id"]
-            .as_str()
-            .or_else(|| v["pushNotificationConfig"]["id"].as_str())
-            .map(str::to_owned)
+        let id = match self.iface.version {
+            Version::V1 => serde_json::from_value::<TaskPushNotificationConfig>(v.clone())
+                .ok()
+                .map(|c| c.id),
+            Version::V03 => serde_json::from_value::<Created03>(v.clone())
+                .ok()
+                .and_then(|c| c.push_notification_config.id),
+        };
+        id.filter(|id| !id.is_empty())
             .ok_or_else(|| ClientError::Decode(format!("no config id in {v}")))
     }
 
     pub async fn delete_push(&self, task_id: &str, id: &str) -> Result<(), ClientError> {
         let params = match self.iface.version {
-            Version::V1 => json!({ "taskId": task_id, "id": id }),
-            Version::V03 => json!({ "id": task_id, "pushNotificationConfigId": id }),
+            Version::V1 => to_json(PushConfigRequest {
+                tenant: None,
+                task_id: task_id.to_owned(),
+                id: id.to_owned(),
+            }),
+            Version::V03 => to_json(shapes::PushConfigIdParams {
+                id: task_id.to_owned(),
+                push_notification_config_id: Some(id.to_owned()),
+            }),
         };
         let path = format!("/tasks/{task_id}/pushNotificationConfigs/{id}");
         self.unary(
@@ -271,7 +313,7 @@ impl Link {
         .map(drop)
     }
 
-    pub async fn send_stream(&self, message: &wire::a2a::Message) -> Result<Events, ClientError> {
+    pub async fn send_stream(&self, message: &Message) -> Result<Events, ClientError> {
         let params = self.send_params(message, false);
         self.stream(
             ("SendStreamingMessage", "message/stream"),
@@ -286,7 +328,7 @@ impl Link {
         self.stream(
             ("SubscribeToTask", "tasks/resubscribe"),
             path,
-            json!({ "id": id }),
+            to_json(TaskIdRequest::of(id)),
         )
         .await
     }
@@ -303,7 +345,7 @@ impl Link {
                     Version::V1 => methods.0,
                     Version::V03 => methods.1,
                 };
-                let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+                let body = to_json(JsonRpcRequest::new(Value::from(1), method, params));
                 (self.iface.url.clone(), body, true)
             }
             Binding::HttpJson => (self.rest_url(&path), params, false),
@@ -345,10 +387,33 @@ impl Link {
                 });
             }
             let v = if rpc { rpc_result(v)? } else { v };
-            conn.normalize(v, true)
+            conn.normalize(v, Answer::Event)
         });
         Ok(Box::pin(events))
     }
+}
+
+/// What a 0.3 answer is, to read it into 1.0 shapes.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Answer {
+    /// A send's result or a stream's event.
+    Event,
+    Task,
+}
+
+/// The config a 0.3 agent answers a create with (either binding's shape).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Created03 {
+    push_notification_config: shapes::PushConfig,
+}
+
+pub(super) fn to_json(v: impl Serialize) -> Value {
+    serde_json::to_value(v).unwrap_or_default()
+}
+
+pub(super) fn encode(v: &impl Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_default()
 }
 
 pub(super) async fn json_body(resp: reqwest::Response) -> Result<(u16, Value), ClientError> {
@@ -361,21 +426,24 @@ pub(super) async fn json_body(resp: reqwest::Response) -> Result<(u16, Value), C
 }
 
 pub(super) fn rpc_result(v: Value) -> Result<Value, ClientError> {
-    if let Some(e) = v.get("error") {
-        // 1.0 names the reason in an ErrorInfo; 0.3 has only the code.
-        let reason = e["data"][0]["reason"]
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(|| reason_of_code(e["code"].as_i64()));
-        return Err(ClientError::from_error_info(
-            reason,
-            &e["message"],
-            &e["data"][0],
-        ));
+    let answer: JsonRpcResponse<Value> = serde_json::from_value(v.clone())
+        .map_err(|_| ClientError::Decode(format!("not a JSON-RPC response: {v}")))?;
+    match answer.outcome {
+        Outcome::Result(result) => Ok(result),
+        Outcome::Error(e) => {
+            // 1.0 names the reason in an ErrorInfo; 0.3 has only the code.
+            let info = e
+                .data
+                .and_then(|d| serde_json::from_value::<Vec<ErrorInfo>>(d).ok())
+                .and_then(|d| d.into_iter().next())
+                .filter(|i| !i.reason.is_empty());
+            let reason = match &info {
+                Some(i) => i.reason.clone(),
+                None => reason_of_code(Some(e.code)),
+            };
+            Err(ClientError::from_error_info(reason, e.message, info))
+        }
     }
-    v.get("result")
-        .cloned()
-        .ok_or_else(|| ClientError::Decode(format!("no result in {v}")))
 }
 
 /// The A2A reason a JSON-RPC error code stands for.
@@ -404,13 +472,14 @@ pub(super) fn reason_of_code(code: Option<i64>) -> String {
 
 /// A google.rpc.Status body (or anything else) as an error.
 pub(super) fn status_error(status: u16, body: &Value) -> ClientError {
-    match body["error"]["details"][0]["reason"].as_str() {
-        Some(reason) => ClientError::from_error_info(
-            reason.to_owned(),
-            &body["error"]["message"],
-            &body["error"]["details"][0],
-        ),
-        None => ClientError::Http(status, body.to_string()),
+    let status_body = serde_json::from_value::<StatusBody>(body.clone()).ok();
+    match status_body {
+        Some(StatusBody { error }) if error.reason().is_some_and(|r| !r.is_empty()) => {
+            let info = error.details.into_iter().next();
+            let reason = info.as_ref().map(|i| i.reason.clone()).unwrap_or_default();
+            ClientError::from_error_info(reason, error.message, info)
+        }
+        _ => ClientError::Http(status, body.to_string()),
     }
 }
 

@@ -104,11 +104,19 @@ impl ClientError {
     }
 
     /// An A2A error as an ErrorInfo describes it.
-    fn from_error_info(reason: String, message: &Value, info: &Value) -> ClientError {
+    fn from_error_info(
+        reason: String,
+        message: String,
+        info: Option<wire::rpc::ErrorInfo>,
+    ) -> ClientError {
+        let metadata = info.map(|i| i.metadata).unwrap_or_default();
         ClientError::A2a {
             reason,
-            message: message.as_str().unwrap_or("").to_owned(),
-            metadata: info["metadata"].as_object().cloned().unwrap_or_default(),
+            message,
+            metadata: metadata
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect(),
         }
     }
 

@@ -7,12 +7,14 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
+use wire::rpc::JsonRpcRequest;
+use wire::stdio::{HandshakeAck, Opening};
 
-use super::{ClientError, Events, rpc_result};
+use super::{ClientError, Events, encode, rpc_result};
 use crate::framing::{FrameReader, Incoming, VARIANT_JSON, frame};
 
 /// Frames for each open request id.
@@ -43,29 +45,27 @@ impl StdioAgent {
             .map_err(|e| ClientError::Transport(format!("{program}: {e}")))?;
         let mut stdin = child.stdin.take().expect("piped stdin");
         let mut frames = FrameReader::new(child.stdout.take().expect("piped stdout"), 16 << 20);
-        let hello: Value = match tokio::time::timeout(Duration::from_secs(30), frames.next()).await
-        {
-            Ok(Incoming::Frame(body)) => {
-                serde_json::from_slice(&body).map_err(|e| ClientError::Decode(e.to_string()))?
-            }
+        let hello = match tokio::time::timeout(Duration::from_secs(30), frames.next()).await {
+            Ok(Incoming::Frame(body)) => match serde_json::from_slice(&body) {
+                Ok(Opening::Handshake(hello)) => hello,
+                _ => {
+                    let shown = String::from_utf8_lossy(&body);
+                    return Err(ClientError::Decode(format!("not a handshake: {shown}")));
+                }
+            },
             _ => return Err(ClientError::Transport("the agent sent no handshake".into())),
         };
-        let fits = hello["type"] == "handshake"
-            && hello["protocol"] == "a2a-stdio"
-            && hello["sessionId"] == session_id.as_str()
-            && hello["protocolVersion"]
-                .as_str()
-                .is_some_and(|v| v == "1" || v.starts_with("1."));
-        let offered = hello["supportedVariants"]
-            .as_array()
-            .is_some_and(|v| v.iter().any(|x| x == VARIANT_JSON));
-        let accept = fits && offered;
-        let ack = json!({ "type": "handshakeAck", "sessionId": session_id, "selectVariant": VARIANT_JSON, "accept": accept });
-        let _ = stdin.write_all(&frame(ack.to_string().as_bytes())).await;
+        let accept = hello.fits(&session_id, VARIANT_JSON);
+        let ack = Opening::HandshakeAck(HandshakeAck {
+            session_id: Some(session_id.clone()),
+            select_variant: Some(VARIANT_JSON.to_owned()),
+            accept: Some(accept),
+        });
+        let _ = stdin.write_all(&frame(encode(&ack).as_bytes())).await;
         if !accept {
             return Err(ClientError::a2a(
                 "VERSION_NOT_SUPPORTED",
-                format!("the agent's handshake does not fit: {hello}"),
+                format!("the agent's handshake does not fit: {hello:?}"),
             ));
         }
         let pending: Pending = Arc::default();
@@ -98,12 +98,12 @@ impl StdioAgent {
         params: Value,
     ) -> Result<(Value, mpsc::UnboundedReceiver<Value>), ClientError> {
         self.next_id += 1;
-        let id = json!(self.next_id);
+        let id = Value::from(self.next_id);
         let (tx, rx) = mpsc::unbounded_channel();
         self.pending.lock().unwrap().insert(id.to_string(), tx);
-        let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let request = JsonRpcRequest::new(id.clone(), method, params);
         self.stdin
-            .write_all(&frame(request.to_string().as_bytes()))
+            .write_all(&frame(encode(&request).as_bytes()))
             .await
             .map_err(|e| ClientError::Transport(e.to_string()))?;
         Ok((id, rx))
@@ -141,7 +141,9 @@ impl StdioAgent {
 
     /// Asks the agent to shut down, closes its stdin and waits for it (killing it after 5 s).
     pub async fn close(mut self) {
-        let _ = self.call("system/shutdown", json!({})).await;
+        let _ = self
+            .call("system/shutdown", Value::Object(Default::default()))
+            .await;
         drop(self.stdin);
         if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
             .await

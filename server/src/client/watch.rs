@@ -147,9 +147,9 @@ async fn take(
     let event = match version {
         Version::V1 => raw,
         // A 0.3 delivery is the task itself.
-        Version::V03 => match v03::wrap_v1(&raw) {
-            Ok(v) => v,
-            Err(_) => return StatusCode::BAD_REQUEST,
+        Version::V03 => match v03::event_in(raw, false).map(serde_json::to_value) {
+            Ok(Ok(v)) => v,
+            _ => return StatusCode::BAD_REQUEST,
         },
     };
     let id = headers

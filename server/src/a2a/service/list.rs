@@ -3,10 +3,11 @@
 use base64::Engine as _;
 use wire::a2a::{ListTasksRequest, TaskState};
 
-use super::{ListPage, TaskService, require};
+use super::{TaskService, require};
 use crate::a2a::A2aError;
 use crate::auth::{Principal, Scope};
 use crate::store::TaskFilter;
+use wire::a2a::ListTasksResponse;
 
 pub(super) fn parse_ms(ts: &str) -> Option<i64> {
     let t = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok()?;
@@ -28,7 +29,11 @@ pub(super) fn decode_cursor(token: &str) -> Option<(i64, String)> {
 
 impl TaskService {
     /// ListTasks, newest status first, with a cursor.
-    pub async fn list(&self, who: &Principal, q: ListTasksRequest) -> Result<ListPage, A2aError> {
+    pub async fn list(
+        &self,
+        who: &Principal,
+        q: ListTasksRequest,
+    ) -> Result<ListTasksResponse, A2aError> {
         require(who, Scope::Observe)?;
         let status_after_ms = match &q.status_timestamp_after {
             Some(t) => Some(parse_ms(t).ok_or_else(|| {
@@ -45,7 +50,7 @@ impl TaskService {
         if let (Some(bound), Some(asked)) = (&who.session_id, &q.context_id)
             && bound != asked
         {
-            return Ok(ListPage {
+            return Ok(ListTasksResponse {
                 tasks: Vec::new(),
                 next_page_token: String::new(),
                 page_size,
@@ -86,7 +91,7 @@ impl TaskService {
             };
             tasks.push(task.view(q.history_length, q.include_artifacts));
         }
-        Ok(ListPage {
+        Ok(ListTasksResponse {
             tasks,
             next_page_token,
             page_size,

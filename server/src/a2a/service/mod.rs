@@ -15,11 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 pub use wire::server::Sent;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 use wire::a2a::{
-    Message, Part, Role, SendMessageRequest, StreamResponse, Task, TaskState, TaskStatus,
-    TaskStatusUpdateEvent,
+    Message, Part, Role, SendMessageRequest, StreamResponse, Task, TaskIdRequest, TaskState,
+    TaskStatus, TaskStatusUpdateEvent,
 };
 
 use super::push::{Push, Target};
@@ -38,6 +38,11 @@ pub use remote::Cluster;
 
 /// How long a cancel waits for the task to end before answering with what it has.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// A request's params as the node that runs its task reads them.
+fn remote_params(request: impl serde::Serialize) -> Value {
+    serde_json::to_value(request).unwrap_or_default()
+}
 
 #[derive(Clone)]
 pub struct TaskService {
@@ -75,13 +80,6 @@ struct NewTask {
 enum Started {
     Feed(Box<Follow>),
     Message(Message),
-}
-
-pub struct ListPage {
-    pub tasks: Vec<Task>,
-    pub next_page_token: String,
-    pub page_size: u32,
-    pub total_size: i64,
 }
 
 impl TaskService {
@@ -214,7 +212,7 @@ impl TaskService {
                 version: Version::V1,
                 extensions: &[],
             };
-            let params = json!({ "id": id });
+            let params = remote_params(TaskIdRequest::of(id));
             return (self.stream_remote(&node, who, "SubscribeToTask", params, via, id)).await;
         }
         match self.feed(id) {
@@ -393,7 +391,10 @@ impl TaskService {
         match self.current(id).await? {
             Some(t) if who.sees_session(&t.context_id) => match self.node_of_task(&t).await? {
                 Some(node) => {
-                    let params = json!({ "id": id, "historyLength": history_length });
+                    let params = remote_params(TaskIdRequest {
+                        history_length,
+                        ..TaskIdRequest::of(id)
+                    });
                     self.call_remote(&node, who, "GetTask", params, id).await
                 }
                 None => Ok(t.view(history_length, true)),
@@ -414,7 +415,7 @@ impl TaskService {
             return Err(A2aError::TaskNotCancelable(id.to_owned()));
         }
         if let Some(node) = self.node_of_task(&task).await? {
-            let params = json!({ "id": id });
+            let params = remote_params(TaskIdRequest::of(id));
             return self.call_remote(&node, who, "CancelTask", params, id).await;
         }
         let snapshot = {
@@ -457,7 +458,7 @@ fn agent_message(text: String, exit_code: Option<i32>) -> Message {
         parts: vec![Part::text(text)],
         metadata: exit_code.map(|c| {
             let mut m = Map::new();
-            m.insert("exit_code".into(), json!(c));
+            m.insert("exit_code".into(), Value::from(c));
             m
         }),
         extensions: Vec::new(),

@@ -1,4 +1,8 @@
 use super::*;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::json;
+use wire::a2a::{Content, TaskState, TaskStatus};
 
 #[test]
 fn messages_and_parts_translate_both_ways() {
@@ -80,6 +84,7 @@ fn rest_0_3_uses_content_nested_parts_and_cancelled() {
 
 #[test]
 fn states_are_kebab_case_and_status_updates_say_final() {
+    let state = |s: TaskState| serde_json::to_value(shapes::TaskState::from(s)).unwrap();
     assert_eq!(state(TaskState::InputRequired), "input-required");
     assert_eq!(state(TaskState::Canceled), "canceled");
     let e = event(&StreamResponse::StatusUpdate(
@@ -103,11 +108,15 @@ fn states_are_kebab_case_and_status_updates_say_final() {
 #[test]
 fn rest_0_3_file_bytes_are_base64_of_base64_as_a2a_sdk_sends_them_and_once_is_taken_too() {
     let content = STANDARD.encode(b"echo hi\n");
+    let part_in = |v: Value| -> Value {
+        let part: shapes::rest::Part = serde_json::from_value(v).unwrap();
+        serde_json::to_value(wire::a2a::Part::try_from(part).unwrap()).unwrap()
+    };
     let twice = json!({ "file": { "fileWithBytes": STANDARD.encode(&content), "name": "s.sh" } });
-    assert_eq!(rest::part_in(&twice).unwrap()["raw"], content.as_str());
+    assert_eq!(part_in(twice)["raw"], content.as_str());
     let binary = STANDARD.encode([0xff, 0x00, 0x9f]);
     let once = json!({ "file": { "fileWithBytes": binary } });
-    assert_eq!(rest::part_in(&once).unwrap()["raw"], binary.as_str());
+    assert_eq!(part_in(once)["raw"], binary.as_str());
     let back = rest::task(&Task {
         id: "t".into(),
         context_id: "c".into(),

@@ -2,7 +2,7 @@
 //! (JSON-RPC 2.0 in `Content-Length` frames) and `stdio-proto` (protobuf bodies routed by
 //! `A2A-*` headers).
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::AsyncRead;
 use wire::a2a::StreamResponse;
 
@@ -52,7 +52,7 @@ impl Codec for JsonCodec {
         let method = msg.get("method").and_then(Value::as_str);
         let (Some(method), true, true) = (
             method,
-            msg.get("jsonrpc") == Some(&json!("2.0")),
+            msg.get("jsonrpc").and_then(Value::as_str) == Some("2.0"),
             id.is_string() || id.is_number(),
         ) else {
             let refusal = "not a JSON-RPC 2.0 request with an id and a method";
@@ -65,7 +65,7 @@ impl Codec for JsonCodec {
         Read::Request {
             streaming: matches!(method, "SendStreamingMessage" | "SubscribeToTask"),
             method: method.to_owned(),
-            params: msg.get("params").cloned().unwrap_or(json!({})),
+            params: msg.get("params").cloned().unwrap_or_else(empty),
             id,
         }
     }
@@ -80,7 +80,7 @@ impl Codec for JsonCodec {
 
     fn shape(&self, _: &str, version: Version, event: StreamResponse) -> Result<Value, A2aError> {
         Ok(match version {
-            Version::V1 => json!(event),
+            Version::V1 => serde_json::to_value(event).map_err(|_| A2aError::Internal)?,
             Version::V03 => v03::event(&event),
         })
     }
@@ -98,7 +98,7 @@ impl Codec for JsonCodec {
     }
 
     fn shut_down(&self, id: &Value) {
-        self.0.result(id, json!({}));
+        self.0.result(id, empty());
     }
 }
 
@@ -187,7 +187,10 @@ impl Codec for ProtoCodec {
     }
 
     fn shape(&self, method: &str, _: Version, event: StreamResponse) -> Result<Vec<u8>, A2aError> {
-        self.encode(method, json!(event))
+        self.encode(
+            method,
+            serde_json::to_value(event).map_err(|_| A2aError::Internal)?,
+        )
     }
 
     fn event(&self, id: &String, item: Vec<u8>) {
@@ -209,4 +212,9 @@ impl Codec for ProtoCodec {
     fn shut_down(&self, id: &String) {
         self.send("response", id, &[]);
     }
+}
+
+/// `{}`: the params of a request without them, and the answer to `system/shutdown`.
+fn empty() -> Value {
+    Value::Object(serde_json::Map::new())
 }

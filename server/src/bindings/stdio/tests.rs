@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::json;
 
 async fn read_all(input: &[u8]) -> Vec<Incoming> {
     let mut r = FrameReader::new(input, 64);

@@ -395,9 +395,6 @@ fn a2a_error_frame(request_id: &str, e: &A2aError) -> String {
         | A2aError::ContentTypeNotSupported(_) => ErrorCode::UnsupportedOperation,
     };
     let mut error = ErrorPayload::new(code, &e.to_string());
-    let mut body = e.status_body();
-    if let Ok(status) = serde_json::from_value(body["error"].take()) {
-        error.a2a_error = status;
-    }
+    error.a2a_error = e.status_body().error;
     error_frame_of(Some(request_id.to_owned()), error)
 }
