@@ -4,7 +4,12 @@
 
 use anyhow::Result;
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use wire::a2a::{
+    Content, ListTasksRequest, ListTasksResponse, Message, Part, SendMessageConfiguration,
+    SendMessageRequest, StreamResponse, Task, TaskIdRequest, TaskState,
+};
 
 use crate::client::stdio::StdioAgent;
 use crate::client::{self, Binding, ClientError, Events, Interface, Link, Policy, with_policy};
@@ -76,7 +81,7 @@ pub async fn run(args: A2aArgs) -> Result<()> {
 
 /// The task operations, over whichever transport `agent` speaks.
 async fn tasks(agent: &mut Agent<'_>, op: A2aOp, json_out: bool) -> Result<()> {
-    let print = |v: &Value| show(v, json_out);
+    let print = |event: &StreamResponse| show(event, json_out);
     let context = |op: &'static str| move |e: ClientError| anyhow::anyhow!("{op}: {e}");
     let events = match op {
         A2aOp::Send {
@@ -98,7 +103,7 @@ async fn tasks(agent: &mut Agent<'_>, op: A2aOp, json_out: bool) -> Result<()> {
         }
         A2aOp::Get { id, history, .. } => {
             let task = agent.get(&id, history).await.map_err(context("get"))?;
-            print(&json!({ "task": task }));
+            print(&StreamResponse::Task(task));
             return Ok(());
         }
         A2aOp::List {
@@ -106,14 +111,14 @@ async fn tasks(agent: &mut Agent<'_>, op: A2aOp, json_out: bool) -> Result<()> {
             ..
         } => {
             let page = agent.list(context_id).await.map_err(context("list"))?;
-            for task in page["tasks"].as_array().into_iter().flatten() {
-                print(&json!({ "task": task }));
+            for task in page.tasks {
+                print(&StreamResponse::Task(task));
             }
             return Ok(());
         }
         A2aOp::Cancel { id, .. } => {
             let task = agent.cancel(&id).await.map_err(context("cancel"))?;
-            print(&json!({ "task": task }));
+            print(&StreamResponse::Task(task));
             return Ok(());
         }
         A2aOp::Subscribe { id, .. } => agent.subscribe(&id).await.map_err(context("subscribe"))?,
@@ -179,16 +184,19 @@ impl Agent<'_> {
         &mut self,
         message: &wire::a2a::Message,
         return_immediately: bool,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<StreamResponse, ClientError> {
         match self {
             Agent::Http(h) => {
                 h.answer(|c| async move { c.send(message, return_immediately).await })
                     .await
             }
             Agent::Stdio(a) => {
-                let configuration = json!({ "returnImmediately": return_immediately });
-                let params = json!({ "message": message, "configuration": configuration });
-                a.call("SendMessage", params).await
+                let configuration = SendMessageConfiguration {
+                    return_immediately,
+                    ..SendMessageConfiguration::default()
+                };
+                a.call("SendMessage", send_request(message, Some(configuration)))
+                    .await
             }
         }
     }
@@ -200,23 +208,26 @@ impl Agent<'_> {
                     .await
             }
             Agent::Stdio(a) => {
-                a.stream("SendStreamingMessage", json!({ "message": message }))
+                a.stream("SendStreamingMessage", send_request(message, None))
                     .await
             }
         }
     }
 
-    async fn get(&mut self, id: &str, history: Option<u32>) -> Result<Value, ClientError> {
+    async fn get(&mut self, id: &str, history: Option<u32>) -> Result<Task, ClientError> {
         match self {
             Agent::Http(h) => h.answer(|c| async move { c.get(id, history).await }).await,
             Agent::Stdio(a) => {
-                let params = json!({ "id": id, "historyLength": history });
+                let params = TaskIdRequest {
+                    history_length: history,
+                    ..TaskIdRequest::of(id)
+                };
                 a.call("GetTask", params).await
             }
         }
     }
 
-    async fn list(&mut self, context: Option<String>) -> Result<Value, ClientError> {
+    async fn list(&mut self, context: Option<String>) -> Result<ListTasksResponse, ClientError> {
         match self {
             Agent::Http(h) => {
                 h.answer(|c| {
@@ -225,33 +236,47 @@ impl Agent<'_> {
                 })
                 .await
             }
-            Agent::Stdio(a) => a.call("ListTasks", json!({ "contextId": context })).await,
+            Agent::Stdio(a) => {
+                let params = ListTasksRequest {
+                    context_id: context,
+                    ..ListTasksRequest::default()
+                };
+                a.call("ListTasks", params).await
+            }
         }
     }
 
-    async fn cancel(&mut self, id: &str) -> Result<Value, ClientError> {
+    async fn cancel(&mut self, id: &str) -> Result<Task, ClientError> {
         match self {
             Agent::Http(h) => h.answer(|c| async move { c.cancel(id).await }).await,
-            Agent::Stdio(a) => a.call("CancelTask", json!({ "id": id })).await,
+            Agent::Stdio(a) => a.call("CancelTask", TaskIdRequest::of(id)).await,
         }
     }
 
     async fn subscribe(&mut self, id: &str) -> Result<Events, ClientError> {
         match self {
             Agent::Http(h) => h.answer(|c| async move { c.subscribe(id).await }).await,
-            Agent::Stdio(a) => a.stream("SubscribeToTask", json!({ "id": id })).await,
+            Agent::Stdio(a) => a.stream("SubscribeToTask", TaskIdRequest::of(id)).await,
         }
     }
 }
 
 /// `card`: the agent's name and its interfaces in the order the policy tries them.
 fn print_card(card: &Value, candidates: &[Interface], json_out: bool) {
-    let order: Vec<Value> = candidates
+    let order: Vec<TryEntry> = candidates
         .iter()
-        .map(|i| json!({ "version": i.version.label(), "binding": i.binding.name(), "url": i.url }))
+        .map(|i| TryEntry {
+            version: i.version.label(),
+            binding: i.binding.name(),
+            url: &i.url,
+        })
         .collect();
     if json_out {
-        println!("{}", json!({ "card": card, "tryOrder": order }));
+        let view = CardView {
+            card,
+            try_order: &order,
+        };
+        println!("{}", serde_json::to_string(&view).unwrap_or_default());
         return;
     }
     println!(
@@ -260,12 +285,7 @@ fn print_card(card: &Value, candidates: &[Interface], json_out: bool) {
         card["description"].as_str().unwrap_or("")
     );
     for i in &order {
-        println!(
-            "  {} {} {}",
-            i["version"].as_str().unwrap_or(""),
-            i["binding"].as_str().unwrap_or(""),
-            i["url"].as_str().unwrap_or("")
-        );
+        println!("  {} {} {}", i.version, i.binding, i.url);
     }
 }
 
@@ -290,11 +310,14 @@ async fn status(remote: &Http, json_out: bool) -> Result<()> {
     };
     let fallback = remote.fallback;
     if json_out {
-        let status = json!({
-            "policy": policy, "fallback": fallback, "selectedVersion": iface.version.label(),
-            "binding": iface.binding.name(), "interfaceUrl": iface.url,
-        });
-        println!("{status}");
+        let status = StatusView {
+            policy,
+            fallback,
+            selected_version: iface.version.label(),
+            binding: iface.binding.name(),
+            interface_url: &iface.url,
+        };
+        println!("{}", serde_json::to_string(&status).unwrap_or_default());
     } else {
         println!(
             "policy {policy} (fallback {}): A2A {} over {} at {}",
@@ -352,7 +375,7 @@ async fn watch(
                 while let Some(Ok(event)) = events.next().await {
                     let _ = tx.send(Seen {
                         delivery: None,
-                        event,
+                        event: as_json(&event),
                     });
                 }
             });
@@ -362,14 +385,17 @@ async fn watch(
             let task = conn.get(id, None).await.map_err(failed)?;
             let _ = tx.send(Seen {
                 delivery: None,
-                event: json!({ "task": task }),
+                event: as_json(&StreamResponse::Task(task)),
             });
         }
     }
     let mut reconciler = Reconciler::default();
     while let Some(seen) = rx.recv().await {
         if let Some(event) = reconciler.apply(seen) {
-            show(&event, json_out);
+            match serde_json::from_value::<StreamResponse>(event.clone()) {
+                Ok(event) => show(&event, json_out),
+                Err(_) => println!("{event}"),
+            }
         }
         if reconciler.finished() {
             break;
@@ -400,50 +426,89 @@ fn user_message(
 }
 
 /// An answer of `ptyhost a2a`: one JSON object per line with `--json`, else for people.
-fn show(v: &serde_json::Value, json_out: bool) {
+fn show(event: &StreamResponse, json_out: bool) {
     if json_out {
-        println!("{v}");
+        println!("{}", serde_json::to_string(event).unwrap_or_default());
     } else {
-        print_human(v);
+        print_human(event);
     }
 }
 
-/// A StreamResponse-shaped value for people: task states, and output as it comes.
-fn print_human(v: &serde_json::Value) {
+fn as_json(event: &StreamResponse) -> Value {
+    serde_json::to_value(event).unwrap_or_default()
+}
+
+/// An event for people: task states, and output as it comes.
+fn print_human(event: &StreamResponse) {
     use std::io::Write;
+    let text = |p: &Part| match &p.content {
+        Content::Text(t) => t.clone(),
+        _ => String::new(),
+    };
+    let state = |s: TaskState| s.name().trim_start_matches("TASK_STATE_");
     let mut out = std::io::stdout().lock();
-    if let Some(t) = v.get("task") {
-        let _ = writeln!(
-            out,
-            "task {} {}",
-            t["id"].as_str().unwrap_or("?"),
-            t["status"]["state"]
-                .as_str()
-                .unwrap_or("?")
-                .trim_start_matches("TASK_STATE_")
-        );
-        for a in t["artifacts"].as_array().into_iter().flatten() {
-            for p in a["parts"].as_array().into_iter().flatten() {
-                let _ = write!(out, "{}", p["text"].as_str().unwrap_or(""));
+    match event {
+        StreamResponse::Task(t) => {
+            let _ = writeln!(out, "task {} {}", t.id, state(t.status.state));
+            for a in t.artifacts.iter().flatten() {
+                for p in &a.parts {
+                    let _ = write!(out, "{}", text(p));
+                }
             }
         }
-    } else if let Some(u) = v.get("statusUpdate") {
-        let _ = writeln!(
-            out,
-            "[{}]",
-            u["status"]["state"]
-                .as_str()
-                .unwrap_or("?")
-                .trim_start_matches("TASK_STATE_")
-        );
-    } else if let Some(u) = v.get("artifactUpdate") {
-        for p in u["artifact"]["parts"].as_array().into_iter().flatten() {
-            let _ = write!(out, "{}", p["text"].as_str().unwrap_or(""));
+        StreamResponse::StatusUpdate(u) => {
+            let _ = writeln!(out, "[{}]", state(u.status.state));
         }
-    } else if let Some(m) = v.get("message") {
-        for p in m["parts"].as_array().into_iter().flatten() {
-            let _ = writeln!(out, "{}", p["text"].as_str().unwrap_or(""));
+        StreamResponse::ArtifactUpdate(u) => {
+            for p in &u.artifact.parts {
+                let _ = write!(out, "{}", text(p));
+            }
+        }
+        StreamResponse::Message(m) => {
+            for p in &m.parts {
+                let _ = writeln!(out, "{}", text(p));
+            }
         }
     }
     let _ = out.flush();
+}
+
+/// A request to send `message`.
+fn send_request(
+    message: &Message,
+    configuration: Option<SendMessageConfiguration>,
+) -> SendMessageRequest {
+    SendMessageRequest {
+        tenant: None,
+        message: message.clone(),
+        configuration,
+        metadata: None,
+    }
+}
+
+/// One interface of `card --json`'s try order.
+#[derive(Serialize)]
+struct TryEntry<'a> {
+    version: &'static str,
+    binding: &'static str,
+    url: &'a str,
+}
+
+/// `card --json`: the card and the order the policy tries its interfaces in.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CardView<'a> {
+    card: &'a Value,
+    try_order: &'a [TryEntry<'a>],
+}
+
+/// `status --json`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusView<'a> {
+    policy: &'static str,
+    fallback: bool,
+    selected_version: &'static str,
+    binding: &'static str,
+    interface_url: &'a str,
 }

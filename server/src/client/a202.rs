@@ -4,8 +4,9 @@
 //! with an absent activation echo counted as a refusal.
 
 use anyhow::{Context, Result};
-use serde_json::{Value, json};
-use wire::a2a::{Content, Message, Part, Role};
+use serde::Serialize;
+use serde_json::Value;
+use wire::a2a::{Content, Message, Part, Role, StreamResponse, TaskState};
 
 use super::{ClientError, Policy, candidates, fetch_card, interfaces, with_policy};
 use crate::a202::capability::{self, Supported, Unsupported, Versions};
@@ -13,9 +14,31 @@ use crate::a202::{self, A202Refusal, canonical};
 use crate::extensions;
 
 /// What the command reports: passed, or refused with an A202 code.
+#[derive(Serialize)]
+#[serde(tag = "outcome", rename_all = "lowercase")]
 enum Outcome {
-    Done(Value),
-    Refused { code: &'static str, message: String },
+    /// The counterparty declares the extension in versions we can speak.
+    Supported {
+        uri: &'static str,
+        required: bool,
+        read_versions: Vec<String>,
+        write_version: String,
+    },
+    /// It took the object: over A2A, the task that carried it; over HTTPS, the status.
+    Accepted {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        task_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        state: Option<TaskState>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        receipts: Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+    },
+    Refused {
+        code: &'static str,
+        message: String,
+    },
 }
 
 impl From<A202Refusal> for Outcome {
@@ -127,7 +150,7 @@ impl Counterparty<'_> {
             Err(_) => return Outcome::from(A202Refusal::ExtensionUnsupported),
         };
         let (Some(object), Ok(surface)) = (object, surface) else {
-            return Outcome::Done(checked(&supported));
+            return checked(&supported);
         };
         let bytes = canonical::canonical(&object);
         match self.carrier {
@@ -156,7 +179,13 @@ impl Counterparty<'_> {
         let mut metadata = serde_json::Map::new();
         metadata.insert(
             a202::URI.into(),
-            json!({ "transaction_id": object["transaction_id"] }),
+            Value::Object(
+                object
+                    .get("transaction_id")
+                    .map(|id| ("transaction_id".to_owned(), id.clone()))
+                    .into_iter()
+                    .collect(),
+            ),
         );
         let message = Message {
             message_id: uuid::Uuid::now_v7().to_string(),
@@ -186,13 +215,19 @@ impl Counterparty<'_> {
         .await;
         match sent {
             Ok((_, (answer, echo))) if echo.iter().any(|u| u == a202::URI) => {
-                let task = &answer["task"];
-                Outcome::Done(json!({
-                    "outcome": "accepted",
-                    "task_id": task["id"],
-                    "state": task["status"]["state"],
-                    "receipts": task["metadata"][a202::URI]["receipts"],
-                }))
+                let task = match answer {
+                    StreamResponse::Task(task) => Some(task),
+                    _ => None,
+                };
+                Outcome::Accepted {
+                    task_id: task.as_ref().map(|t| t.id.clone()),
+                    state: task.as_ref().map(|t| t.status.state),
+                    receipts: task
+                        .as_ref()
+                        .and_then(|t| t.metadata.as_ref()?.get(a202::URI)?.get("receipts"))
+                        .cloned(),
+                    status: None,
+                }
             }
             Ok(_) => Outcome::from(A202Refusal::ExtensionUnsupported),
             Err(e) => failed(e),
@@ -219,7 +254,12 @@ impl Counterparty<'_> {
             .any(|u| u == a202::URI);
         let body: Value = resp.json().await.unwrap_or(Value::Null);
         match (status.as_u16(), echoed) {
-            (202, true) => Outcome::Done(json!({ "outcome": "accepted", "status": 202 })),
+            (202, true) => Outcome::Accepted {
+                task_id: None,
+                state: None,
+                receipts: None,
+                status: Some(202),
+            },
             (202, false) => Outcome::from(A202Refusal::ExtensionUnsupported),
             (code, _) => Outcome::Refused {
                 code: match body["code"].as_str() {
@@ -233,14 +273,13 @@ impl Counterparty<'_> {
     }
 }
 
-fn checked(s: &Supported) -> Value {
-    json!({
-        "outcome": "supported",
-        "uri": a202::URI,
-        "required": s.required,
-        "read_versions": s.theirs.read_versions,
-        "write_version": s.theirs.write_version,
-    })
+fn checked(s: &Supported) -> Outcome {
+    Outcome::Supported {
+        uri: a202::URI,
+        required: s.required,
+        read_versions: s.theirs.read_versions.clone(),
+        write_version: s.theirs.write_version.clone(),
+    }
 }
 
 /// The preflight document's URL: the URL itself when it names a `.json`, else the
@@ -284,26 +323,17 @@ fn failed(e: ClientError) -> Outcome {
 }
 
 fn report(outcome: Outcome, json_out: bool) -> u8 {
-    match outcome {
-        Outcome::Done(v) => {
-            if json_out {
-                println!("{v}");
-            } else {
-                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-            }
-            0
+    let json = || serde_json::to_string(&outcome).unwrap_or_default();
+    match &outcome {
+        Outcome::Refused { code, message } if !json_out => {
+            println!("{code}");
+            eprintln!("{message}");
         }
-        Outcome::Refused { code, message } => {
-            if json_out {
-                println!(
-                    "{}",
-                    json!({ "outcome": "refused", "code": code, "message": message })
-                );
-            } else {
-                println!("{code}");
-                eprintln!("{message}");
-            }
-            1
-        }
+        _ if json_out => println!("{}", json()),
+        _ => println!(
+            "{}",
+            serde_json::to_string_pretty(&outcome).unwrap_or_default()
+        ),
     }
+    u8::from(matches!(outcome, Outcome::Refused { .. }))
 }

@@ -3,10 +3,11 @@
 
 use futures_util::{Stream, StreamExt};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use wire::a2a::{
-    ListTasksRequest, Message, PushConfigRequest, SendMessageConfiguration, SendMessageRequest,
-    TaskIdRequest, TaskPushNotificationConfig,
+    ListTasksRequest, ListTasksResponse, Message, PushConfigRequest, SendMessageConfiguration,
+    SendMessageRequest, StreamResponse, Task, TaskIdRequest, TaskPushNotificationConfig,
 };
 use wire::rpc::{ErrorInfo, JsonRpcRequest, JsonRpcResponse, Outcome, StatusBody};
 use wire::v03 as shapes;
@@ -118,15 +119,24 @@ impl Link {
         }
     }
 
-    /// A send's result or a stream's event (`Event`), or a task (`Task`), in 1.0 shapes.
-    pub(super) fn normalize(&self, v: Value, answer: Answer) -> Result<Value, ClientError> {
-        let rest = self.iface.binding == Binding::HttpJson;
-        let v1 = match (self.iface.version, answer) {
-            (Version::V1, _) => return Ok(v),
-            (Version::V03, Answer::Event) => v03::event_in(v, rest).map(to_json),
-            (Version::V03, Answer::Task) => v03::task_in(v, rest).map(to_json),
-        };
-        v1.map_err(|e| ClientError::Decode(e.to_string()))
+    /// A send's result or a stream's event, whatever version was spoken.
+    pub(super) fn event(&self, v: Value) -> Result<StreamResponse, ClientError> {
+        match self.iface.version {
+            Version::V1 => decode(v),
+            Version::V03 => v03::event_in(v, self.rest()).map_err(undecodable),
+        }
+    }
+
+    /// A task, whatever version was spoken.
+    pub(super) fn task(&self, v: Value) -> Result<Task, ClientError> {
+        match self.iface.version {
+            Version::V1 => decode(v),
+            Version::V03 => v03::task_in(v, self.rest()).map_err(undecodable),
+        }
+    }
+
+    fn rest(&self) -> bool {
+        self.iface.binding == Binding::HttpJson
     }
 
     pub(super) fn send_params(&self, message: &Message, return_immediately: bool) -> Value {
@@ -159,7 +169,7 @@ impl Link {
         &self,
         message: &Message,
         return_immediately: bool,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<StreamResponse, ClientError> {
         self.send_echoed(message, return_immediately)
             .await
             .map(|(v, _)| v)
@@ -170,7 +180,7 @@ impl Link {
         &self,
         message: &Message,
         return_immediately: bool,
-    ) -> Result<(Value, Vec<String>), ClientError> {
+    ) -> Result<(StreamResponse, Vec<String>), ClientError> {
         let params = self.send_params(message, return_immediately);
         let (v, echo) = self
             .exchange(
@@ -179,10 +189,10 @@ impl Link {
                 params,
             )
             .await?;
-        Ok((self.normalize(v, Answer::Event)?, echo))
+        Ok((self.event(v)?, echo))
     }
 
-    pub async fn get(&self, id: &str, history_length: Option<u32>) -> Result<Value, ClientError> {
+    pub async fn get(&self, id: &str, history_length: Option<u32>) -> Result<Task, ClientError> {
         let mut params = TaskIdRequest::of(id);
         let mut path = format!("/tasks/{id}");
         if let Some(n) = history_length {
@@ -196,10 +206,10 @@ impl Link {
                 params,
             )
             .await?;
-        self.normalize(v, Answer::Task)
+        self.task(v)
     }
 
-    pub async fn cancel(&self, id: &str) -> Result<Value, ClientError> {
+    pub async fn cancel(&self, id: &str) -> Result<Task, ClientError> {
         let path = format!("/tasks/{id}:cancel");
         let v = self
             .unary(
@@ -208,11 +218,11 @@ impl Link {
                 TaskIdRequest::of(id),
             )
             .await?;
-        self.normalize(v, Answer::Task)
+        self.task(v)
     }
 
     /// ListTasks (1.0 only: 0.3 had none).
-    pub async fn list(&self, context_id: Option<&str>) -> Result<Value, ClientError> {
+    pub async fn list(&self, context_id: Option<&str>) -> Result<ListTasksResponse, ClientError> {
         if self.iface.version == Version::V03 {
             return Err(ClientError::a2a(
                 "UNSUPPORTED_OPERATION",
@@ -227,12 +237,14 @@ impl Link {
         if let Some(c) = context_id {
             path.push_str(&format!("?contextId={c}"));
         }
-        self.unary(
-            ("ListTasks", "tasks/list"),
-            (reqwest::Method::GET, path),
-            params,
-        )
-        .await
+        let v = self
+            .unary(
+                ("ListTasks", "tasks/list"),
+                (reqwest::Method::GET, path),
+                params,
+            )
+            .await?;
+        decode(v)
     }
 
     /// Registers a push config for a task; returns its id.
@@ -387,18 +399,19 @@ impl Link {
                 });
             }
             let v = if rpc { rpc_result(v)? } else { v };
-            conn.normalize(v, Answer::Event)
+            conn.event(v)
         });
         Ok(Box::pin(events))
     }
 }
 
-/// What a 0.3 answer is, to read it into 1.0 shapes.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Answer {
-    /// A send's result or a stream's event.
-    Event,
-    Task,
+/// An answer in 1.0 shapes, typed.
+pub fn decode<T: DeserializeOwned>(v: Value) -> Result<T, ClientError> {
+    serde_json::from_value(v).map_err(|e| ClientError::Decode(e.to_string()))
+}
+
+fn undecodable(e: crate::a2a::A2aError) -> ClientError {
+    ClientError::Decode(e.to_string())
 }
 
 /// The config a 0.3 agent answers a create with (either binding's shape).

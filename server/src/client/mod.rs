@@ -260,7 +260,8 @@ pub async fn fetch_card(http: &reqwest::Client, source: &str) -> Result<Value, C
 }
 
 /// A stream of 1.0 StreamResponse JSON values.
-pub type Events = std::pin::Pin<Box<dyn Stream<Item = Result<Value, ClientError>> + Send>>;
+pub type Events =
+    std::pin::Pin<Box<dyn Stream<Item = Result<wire::a2a::StreamResponse, ClientError>> + Send>>;
 
 const CACHE_TTL_MS: i64 = 3_600_000;
 

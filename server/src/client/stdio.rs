@@ -7,6 +7,8 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
@@ -14,7 +16,7 @@ use tokio::sync::mpsc;
 use wire::rpc::JsonRpcRequest;
 use wire::stdio::{HandshakeAck, Opening};
 
-use super::{ClientError, Events, encode, rpc_result};
+use super::{ClientError, Events, decode, encode, rpc_result};
 use crate::framing::{FrameReader, Incoming, VARIANT_JSON, frame};
 
 /// Frames for each open request id.
@@ -95,7 +97,7 @@ impl StdioAgent {
     async fn open(
         &mut self,
         method: &str,
-        params: Value,
+        params: impl Serialize,
     ) -> Result<(Value, mpsc::UnboundedReceiver<Value>), ClientError> {
         self.next_id += 1;
         let id = Value::from(self.next_id);
@@ -110,15 +112,24 @@ impl StdioAgent {
     }
 
     /// One request, one answer (1.0 method names and shapes).
-    pub async fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+    pub async fn call<T: DeserializeOwned>(
+        &mut self,
+        method: &str,
+        params: impl Serialize,
+    ) -> Result<T, ClientError> {
         let (id, mut rx) = self.open(method, params).await?;
         let answer = rx.recv().await;
         self.pending.lock().unwrap().remove(&id.to_string());
         rpc_result(answer.ok_or_else(|| ClientError::Transport("the agent exited".into()))?)
+            .and_then(decode)
     }
 
     /// A streaming request: its `result` frames until `streamEnd` (an error ends it too).
-    pub async fn stream(&mut self, method: &str, params: Value) -> Result<Events, ClientError> {
+    pub async fn stream(
+        &mut self,
+        method: &str,
+        params: impl Serialize,
+    ) -> Result<Events, ClientError> {
         let (id, rx) = self.open(method, params).await?;
         let start = (rx, self.pending.clone(), id.to_string(), false);
         let events =
@@ -126,7 +137,7 @@ impl StdioAgent {
                 let next = if done { None } else { rx.recv().await };
                 match next {
                     Some(v) if v.get("streamEnd").is_none() => {
-                        let item = rpc_result(v);
+                        let item = rpc_result(v).and_then(decode);
                         let stop = item.is_err();
                         Some((item, (rx, pending, key, stop)))
                     }
@@ -141,9 +152,8 @@ impl StdioAgent {
 
     /// Asks the agent to shut down, closes its stdin and waits for it (killing it after 5 s).
     pub async fn close(mut self) {
-        let _ = self
-            .call("system/shutdown", Value::Object(Default::default()))
-            .await;
+        let shutdown = self.call::<Value>("system/shutdown", serde_json::Map::new());
+        let _ = shutdown.await;
         drop(self.stdin);
         if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
             .await

@@ -91,13 +91,7 @@ impl Cluster for Peers {
             .map_err(|e| a2a_error(e, subject))?;
         let subject = subject.to_owned();
         Ok(events
-            .map(move |event| {
-                let event = event.map_err(|e| a2a_error(e, &subject))?;
-                serde_json::from_value(event).map_err(|e| {
-                    tracing::warn!(error = %e, "a forwarded task event is not an A2A event");
-                    A2aError::Internal
-                })
-            })
+            .map(move |event| event.map_err(|e| a2a_error(e, &subject)))
             .boxed())
     }
 }
