@@ -92,12 +92,12 @@ mod browser {
     async fn send<T: DeserializeOwned>(
         req: RequestBuilder,
         token: &str,
-        body: Option<serde_json::Value>,
+        body: Option<&impl serde::Serialize>,
     ) -> Result<Option<T>, Failure> {
         let req = req.header("Authorization", &format!("Bearer {token}"));
         let sent = match body {
             Some(b) => {
-                req.json(&b)
+                req.json(b)
                     .map_err(|e| Failure {
                         status: 0,
                         message: e.to_string(),
@@ -114,11 +114,10 @@ mod browser {
         let status = resp.status();
         if !(200..300).contains(&status) {
             let message = resp
-                .json::<serde_json::Value>()
+                .json::<wire::control::ErrorBody>()
                 .await
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| format!("HTTP {status}"));
+                .map(|b| b.error.message)
+                .unwrap_or_else(|_| format!("HTTP {status}"));
             return Err(Failure { status, message });
         }
         if status == 204 {
@@ -131,7 +130,7 @@ mod browser {
     }
 
     pub async fn get<T: DeserializeOwned>(path: &str, token: &str) -> Result<T, Failure> {
-        send(Request::get(path), token, None)
+        send(Request::get(path), token, None::<&()>)
             .await?
             .ok_or_else(|| Failure {
                 status: 204,
@@ -141,12 +140,16 @@ mod browser {
 
     /// An A2A 1.0 HTTP+JSON read (it needs `A2A-Version`).
     pub async fn get_a2a<T: DeserializeOwned>(path: &str, token: &str) -> Result<T, Failure> {
-        send(Request::get(path).header("A2A-Version", "1.0"), token, None)
-            .await?
-            .ok_or_else(|| Failure {
-                status: 204,
-                message: "no content".into(),
-            })
+        send(
+            Request::get(path).header("A2A-Version", "1.0"),
+            token,
+            None::<&()>,
+        )
+        .await?
+        .ok_or_else(|| Failure {
+            status: 204,
+            message: "no content".into(),
+        })
     }
 
     /// Runs `start` once, when `host` is in the page and a token is signed in: what a page
@@ -191,7 +194,7 @@ mod browser {
     pub async fn post<T: DeserializeOwned>(
         path: &str,
         token: &str,
-        body: serde_json::Value,
+        body: &impl serde::Serialize,
     ) -> Result<T, Failure> {
         send(Request::post(path), token, Some(body))
             .await?
@@ -202,7 +205,7 @@ mod browser {
     }
 
     pub async fn delete(path: &str, token: &str) -> Result<(), Failure> {
-        send::<serde_json::Value>(Request::delete(path), token, None)
+        send::<serde_json::Value>(Request::delete(path), token, None::<&()>)
             .await
             .map(|_| ())
     }

@@ -162,21 +162,18 @@ fn NewSession(on_created: Callback<()>) -> impl IntoView {
 
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let mut body = serde_json::json!({});
-        let text = command.get_untracked();
-        if !text.trim().is_empty() {
-            body["command"] = text.into();
-        }
-        let dir = cwd.get_untracked();
-        if !dir.trim().is_empty() {
-            body["cwd"] = dir.into();
-        }
-        for (key, value) in [
-            ("cols", cols.get_untracked()),
-            ("rows", rows.get_untracked()),
+        let given = |s: String| Some(s).filter(|s| !s.trim().is_empty());
+        let mut body = wire::control::CreateSession {
+            command: given(command.get_untracked()),
+            cwd: given(cwd.get_untracked()),
+            ..Default::default()
+        };
+        for (key, value, field) in [
+            ("cols", cols.get_untracked(), &mut body.cols),
+            ("rows", rows.get_untracked(), &mut body.rows),
         ] {
             match value.trim().parse::<u16>() {
-                Ok(n) if (1..=1024).contains(&n) => body[key] = n.into(),
+                Ok(n) if (1..=1024).contains(&n) => *field = Some(n),
                 _ => {
                     error.set(Some(format!("{key} must be a number from 1 to 1024")));
                     return;
@@ -190,11 +187,7 @@ fn NewSession(on_created: Callback<()>) -> impl IntoView {
             };
             let navigate = navigate.clone();
             leptos::task::spawn_local(async move {
-                #[derive(serde::Deserialize)]
-                struct Created {
-                    session_id: String,
-                }
-                match crate::api::post::<Created>("/sessions", &token, body).await {
+                match crate::api::post::<crate::api::Session>("/sessions", &token, &body).await {
                     Ok(s) => {
                         error.try_set(None);
                         on_created.run(());

@@ -264,12 +264,14 @@ fn ShareLinks(sid: Signal<String>) -> impl IntoView {
                 return;
             };
             leptos::task::spawn_local(async move {
-                let body =
-                    serde_json::json!({ "ttl_secs": 3600, "label": "shared from the web UI" });
+                let body = wire::control::ShareRequest {
+                    ttl_secs: Some(3600),
+                    label: Some("shared from the web UI".into()),
+                };
                 match crate::api::post::<crate::api::NewLink>(
                     &format!("/sessions/{}/share", sid.get_untracked()),
                     &token,
-                    body,
+                    &body,
                 )
                 .await
                 {

@@ -4,7 +4,6 @@
 //! the disk: rows are written behind by one task, in order.
 
 use serde::Serialize;
-use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::clock;
@@ -54,6 +53,57 @@ impl Event {
     }
 }
 
+/// What a record tells beyond its event: the `detail` of `GET B/audit`'s records.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Detail {
+    /// A connection opened: the scope it carried and the subprotocol it chose.
+    Attach {
+        scope: &'static str,
+        subprotocol: String,
+    },
+    /// A share link opened a page (`sign_in`) or a terminal (`attach`).
+    Opened { to: &'static str },
+    /// A member's role moved.
+    Role { from: wire::Role, to: wire::Role },
+    /// A share link was issued.
+    LinkIssued {
+        link_id: String,
+        ttl_secs: u64,
+        label: Option<String>,
+    },
+    /// A share link was revoked.
+    Link { link_id: String },
+    /// A write was refused: what, and why.
+    Refused { what: String, reason: String },
+    /// A connection was cut: which, and why.
+    Cut {
+        connection: &'static str,
+        reason: &'static str,
+    },
+    /// A file moved in or out of a session (`via` http, mcp or a2a), or went.
+    File {
+        path: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        via: Option<&'static str>,
+    },
+    /// Nothing more.
+    Nothing {},
+}
+
+impl Detail {
+    /// A file transfer of `bytes` through `via`.
+    pub fn file(path: impl Into<String>, bytes: u64, via: &'static str) -> Detail {
+        Detail::File {
+            path: path.into(),
+            bytes: Some(bytes),
+            via: Some(via),
+        }
+    }
+}
+
 /// One record. `token_id` is a token's id, never its value.
 #[derive(Debug, Clone)]
 pub struct Record {
@@ -61,7 +111,7 @@ pub struct Record {
     pub session_id: Option<String>,
     pub token_id: Option<String>,
     pub client_id: Option<String>,
-    pub detail: Value,
+    pub detail: Detail,
 }
 
 impl Record {
@@ -71,7 +121,7 @@ impl Record {
             session_id: Some(session_id.to_owned()),
             token_id: None,
             client_id: None,
-            detail: json!({}),
+            detail: Detail::Nothing {},
         }
     }
 
@@ -85,7 +135,7 @@ impl Record {
         self
     }
 
-    pub fn detail(mut self, detail: Value) -> Record {
+    pub fn detail(mut self, detail: Detail) -> Record {
         self.detail = detail;
         self
     }
@@ -111,13 +161,14 @@ impl Audit {
     }
 
     pub fn record(&self, r: Record) {
+        let detail = serde_json::to_string(&r.detail).unwrap_or_default();
         tracing::info!(
             target: "audit",
             event = r.event.name(),
             session_id = r.session_id.as_deref().unwrap_or(""),
             token_id = r.token_id.as_deref().unwrap_or(""),
             client_id = r.client_id.as_deref().unwrap_or(""),
-            detail = %r.detail,
+            detail = %detail,
         );
         let _ = self.tx.send(AuditRow {
             at: clock::now_ms(),
@@ -125,7 +176,7 @@ impl Audit {
             session_id: r.session_id,
             token_id: r.token_id,
             client_id: r.client_id,
-            detail: r.detail.to_string(),
+            detail,
         });
     }
 }

@@ -7,7 +7,8 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use futures_util::Stream;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::store::{FrameBody, SessionRow, Store};
 
@@ -54,7 +55,7 @@ impl Cast {
         if !self.started {
             self.started = true;
             self.markers = task_starts(&self.store, &self.row.id).await?.into();
-            out.extend(self.header().await?.to_string().bytes());
+            out.extend(serde_json::to_vec(&self.header().await?)?);
             out.push(b'\n');
         }
         let frames = self
@@ -108,7 +109,7 @@ impl Cast {
     /// The header: the size the recording starts at (the session's start size; for one
     /// stored before that was kept, its first keyframe's or resize's, else its size now),
     /// when it started and what ran.
-    async fn header(&self) -> anyhow::Result<Value> {
+    async fn header(&self) -> anyhow::Result<Header> {
         let (cols, rows) = match self.store.start_size(&self.row.id).await? {
             Some((cols, rows)) => (u64::from(cols), u64::from(rows)),
             None => self
@@ -123,13 +124,13 @@ impl Cast {
             .label
             .clone()
             .unwrap_or_else(|| self.row.argv.join(" "));
-        Ok(json!({
-            "version": 2,
-            "width": cols,
-            "height": rows,
-            "timestamp": self.row.created_at / 1000,
-            "title": title,
-        }))
+        Ok(Header {
+            version: 2,
+            width: cols,
+            height: rows,
+            timestamp: self.row.created_at / 1000,
+            title,
+        })
     }
 
     /// One event line, timed from the session's start.
@@ -141,6 +142,16 @@ impl Cast {
 }
 
 /// The size a stored frame's envelope gives, if it is a frame of `kind`.
+/// An asciicast v2 header.
+#[derive(Serialize)]
+struct Header {
+    version: u8,
+    width: u64,
+    height: u64,
+    timestamp: i64,
+    title: String,
+}
+
 fn size(text: &[u8], kind: &str) -> Option<(u64, u64)> {
     let v: Value = serde_json::from_slice(text).ok()?;
     let p = &v["payload"];

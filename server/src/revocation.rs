@@ -11,7 +11,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use tokio::sync::watch;
 
 use crate::audit::{self, Audit};
@@ -242,7 +241,10 @@ impl Lease {
             session_id: self.session_id.clone(),
             token_id: Some(self.token_id.clone()),
             client_id: None,
-            detail: json!({ "connection": self.what, "reason": cut.name() }),
+            detail: audit::Detail::Cut {
+                connection: self.what,
+                reason: cut.name(),
+            },
         });
         cut
     }

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use wire::control::ErrorBody;
 
 use crate::a2a::service::TaskService;
 use crate::auth::{self, AuthError, Principal, Scope};
@@ -173,9 +174,7 @@ impl From<anyhow::Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(serde_json::json!({
-            "error": { "code": self.code, "message": self.message }
-        }));
+        let body = Json(ErrorBody::new(self.code, &self.message));
         let mut resp = (self.status, body).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             resp.headers_mut()

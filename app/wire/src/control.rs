@@ -192,3 +192,90 @@ mod tests {
         assert_eq!(s.command(), "top -b");
     }
 }
+
+/// `201` of `PUT B/sessions/{sid}/files/{path}`: the file made and its size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileCreated {
+    pub path: String,
+    pub size: u64,
+}
+
+/// `GET B/audit`: the newest records first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecords {
+    pub records: Vec<AuditRecord>,
+}
+
+/// One audit record: when (RFC 3339), what, in which session, by which token (its id) and
+/// client, and the event's detail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub at: String,
+    pub event: String,
+    pub session_id: Option<String>,
+    pub token_id: Option<String>,
+    pub client_id: Option<String>,
+    pub detail: serde_json::Value,
+}
+
+/// The control plane's error body: `{"error": {code, message}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: &str, message: &str) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: code.to_owned(),
+                message: message.to_owned(),
+            },
+        }
+    }
+}
+
+/// `POST B/sessions`: what to run and how. `command` runs through `/bin/sh -lc`; neither it
+/// nor `argv` starts the login shell.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, alias = "backend", skip_serializing_if = "Option::is_none")]
+    pub session_backend: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The session's own sandbox limits (`network`, `memory`, `pids`, `cpus`), which the
+    /// server reads and checks against the caller's scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<serde_json::Value>,
+}
+
+/// `POST B/sessions/{sid}/share`: how long the link lives and what it is called.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShareRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}

@@ -115,6 +115,15 @@ pub enum Role {
     Observer,
 }
 
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Controller => "controller",
+            Role::Observer => "observer",
+        }
+    }
+}
+
 /// A terminal dimension: 1..=1024 per the extension schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Dim(pub u16);

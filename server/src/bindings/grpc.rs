@@ -13,7 +13,7 @@ use bytes::{Buf, BufMut, Bytes};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -100,7 +100,8 @@ impl Rpc {
     }
 
     fn encode(&self, value: &Value) -> Result<Bytes, tonic::Status> {
-        let value = if value.is_null() { &json!({}) } else { value };
+        let empty = Value::Object(serde_json::Map::new());
+        let value = if value.is_null() { &empty } else { value };
         proto::encode(self.answer_type, value)
             .map(Bytes::from)
             .map_err(|e| {
@@ -145,7 +146,7 @@ impl tonic::server::ServerStreamingService<Bytes> for Rpc {
                 return Err(tonic::Status::internal("a streaming method answered once"));
             };
             let events = stream.into_events().map(move |event| match event {
-                Ok(event) => rpc.encode(&json!(event)),
+                Ok(event) => rpc.encode(&serde_json::to_value(event).unwrap_or_default()),
                 Err(e) => Err(status(&e)),
             });
             Ok(respond(events.boxed(), echoed))

@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 use wire::a2a::{
     ListPushConfigsRequest, ListPushConfigsResponse, ListTasksRequest, PushConfigRequest,
     SendMessageRequest, TaskIdRequest, TaskPushNotificationConfig,
@@ -223,7 +223,7 @@ async fn handle(
     let who = crate::state::authenticate(state, headers, header_bearer(headers))
         .await
         .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
-    let params = request.get("params").cloned().unwrap_or(json!({}));
+    let params = (request.get("params").cloned()).unwrap_or_else(|| Value::Object(Map::new()));
     let reply = if legacy {
         v03_method(state, &who, method, params, extensions).await?
     } else {

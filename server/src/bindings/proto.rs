@@ -97,8 +97,21 @@ pub fn method_types(method: &str) -> Option<(&'static str, &'static str, bool)> 
 
 /// The error message of a failed request: code, message and reason as in stdio-json.
 pub fn error(code: i64, message: &str, reason: &str) -> Vec<u8> {
-    let json = serde_json::json!({ "code": code, "message": message, "reason": reason });
+    let error = StdioError {
+        code,
+        message,
+        reason,
+    };
+    let json = serde_json::to_value(error).unwrap_or_default();
     encode("ptyhost.stdio.Error", &json).unwrap_or_default()
+}
+
+/// `ptyhost.stdio.Error` in JSON.
+#[derive(serde::Serialize)]
+struct StdioError<'a> {
+    code: i64,
+    message: &'a str,
+    reason: &'a str,
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use wire::a2a::{ListTasksRequest, SendMessageRequest};
 
 use crate::a2a::service::Sent;
@@ -25,7 +25,7 @@ use crate::extensions;
 use crate::state::{AppState, header_bearer};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
-use wire::a2a::{ListPushConfigsResponse, Task, TaskPushNotificationConfig};
+use wire::a2a::{ListPushConfigsResponse, StreamResponse, Task, TaskPushNotificationConfig};
 use wire::server::Done;
 
 use super::{A2A_JSON, JSON};
@@ -311,8 +311,8 @@ async fn send_message(
                 state.tasks.send(&who, req, media.via(&activation)).await?,
             ) {
                 (Version::V1, sent) => json_value(&sent),
-                (Version::V03, Sent::Task(t)) => json!({ "task": v03::rest::task(&t) }),
-                (Version::V03, Sent::Message(m)) => json!({ "message": v03::rest::message(&m) }),
+                (Version::V03, Sent::Task(t)) => v03::rest::event(&StreamResponse::Task(t)),
+                (Version::V03, Sent::Message(m)) => v03::rest::event(&StreamResponse::Message(m)),
             },
         )
     }

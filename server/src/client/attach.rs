@@ -7,23 +7,23 @@ use std::io::Write;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use wire::server::{ServerFrame, ServerOp};
+use wire::{ClientOp, Dim, JoinSession, Role, SessionFrame, SessionResize};
 
 /// Ctrl-]: leaves the session (the byte is never sent).
 const DETACH: u8 = 0x1d;
 
 /// The size of the terminal on stdout, if it is one.
-fn terminal_size() -> Option<(u16, u16)> {
-    crate::sys::terminal_size(std::io::stdout())
+fn terminal_size() -> Option<(Dim, Dim)> {
+    crate::sys::terminal_size(std::io::stdout()).map(|(cols, rows)| (Dim(cols), Dim(rows)))
 }
 
-fn envelope(op: &str, payload: Value) -> Message {
+fn frame(op: ClientOp) -> Message {
     let id = uuid::Uuid::now_v7().to_string();
-    let env = wire::Envelope::new(op, id, crate::clock::now_rfc3339(), payload);
-    Message::Text(env.to_text().into())
+    Message::Text(op.encode(&id, &crate::clock::now_rfc3339(), None).into())
 }
 
 /// Attaches to `attach_url` until the session closes, the server leaves, or Ctrl-].
@@ -37,12 +37,18 @@ pub async fn run(attach_url: &str, token: Option<&str>, control: bool) -> anyhow
         .insert("Sec-WebSocket-Protocol", protocols.parse()?);
     let (ws, _) = tokio_tungstenite::connect_async(req).await?;
     let (mut sink, mut stream) = ws.split();
-    let mut join = json!({ "role": if control { "controller" } else { "observer" } });
-    if let (true, Some((cols, rows))) = (control, terminal_size()) {
-        join["cols"] = json!(cols);
-        join["rows"] = json!(rows);
-    }
-    sink.send(envelope(wire::OP_JOIN, join)).await?;
+    let size = terminal_size().filter(|_| control);
+    let join = JoinSession {
+        role: Some(if control {
+            Role::Controller
+        } else {
+            Role::Observer
+        }),
+        cols: size.map(|s| s.0),
+        rows: size.map(|s| s.1),
+        ..JoinSession::default()
+    };
+    sink.send(frame(ClientOp::Join(join))).await?;
     let _raw = crate::sys::RawMode::enter(std::io::stdin());
     let mut stdin = tokio::io::stdin();
     let mut buf = [0u8; 4096];
@@ -61,30 +67,31 @@ pub async fn run(attach_url: &str, token: Option<&str>, control: bool) -> anyhow
                             out.flush()?;
                         }
                     }
-                    Message::Text(text) => {
-                        let f: Value = serde_json::from_str(&text)?;
-                        match (f["op"].as_str(), f["payload"]["kind"].as_str()) {
-                            (_, Some("Output")) | (_, Some("Keyframe")) => {
-                                let field = if f["payload"]["kind"] == "Output" { "data" } else { "snapshot" };
-                                let bytes = base64::engine::general_purpose::STANDARD
-                                    .decode(f["payload"][field].as_str().unwrap_or(""))?;
-                                out.write_all(&bytes)?;
+                    Message::Text(text) => match ServerFrame::decode(&text)?.op {
+                        ServerOp::Session(frame) => match frame {
+                            SessionFrame::Output { data, .. } => {
+                                out.write_all(&data.0)?;
                                 out.flush()?;
                             }
-                            (_, Some("Closed")) => {
-                                eprint!("\r\n[session closed: {}]\r\n", f["payload"]["reason"].as_str().unwrap_or("?"));
-                                return Ok(());
+                            SessionFrame::Keyframe { snapshot, .. } => {
+                                out.write_all(&snapshot.0)?;
+                                out.flush()?;
                             }
-                            (Some("binding_goodbye"), _) => {
-                                eprint!("\r\n[{}]\r\n", f["payload"]["reason"].as_str().unwrap_or("goodbye"));
+                            SessionFrame::Closed { reason, .. } => {
+                                eprint!("\r\n[session closed: {}]\r\n", reason.as_str());
                                 return Ok(());
-                            }
-                            (Some("Error"), _) => {
-                                eprint!("\r\n[{}: {}]\r\n", f["payload"]["code"].as_str().unwrap_or("error"), f["payload"]["message"].as_str().unwrap_or(""));
                             }
                             _ => {}
+                        },
+                        ServerOp::Goodbye(g) => {
+                            eprint!("\r\n[{}]\r\n", g.reason);
+                            return Ok(());
                         }
-                    }
+                        ServerOp::Error(e) => {
+                            eprint!("\r\n[{:?}: {}]\r\n", e.code, e.message);
+                        }
+                        _ => {}
+                    },
                     Message::Close(_) => return Ok(()),
                     _ => {}
                 }
@@ -104,13 +111,13 @@ pub async fn run(attach_url: &str, token: Option<&str>, control: bool) -> anyhow
                     sink.send(Message::Binary(wire::binary_input(typed).into())).await?;
                 }
                 if detach {
-                    sink.send(envelope("pty.leave_session", json!({}))).await?;
+                    sink.send(frame(ClientOp::Leave)).await?;
                     return Ok(());
                 }
             }
             _ = resized.recv() => {
                 if let (true, Some((cols, rows))) = (control, terminal_size()) {
-                    sink.send(envelope("pty.session_resize", json!({ "cols": cols, "rows": rows }))).await?;
+                    sink.send(frame(ClientOp::Resize(SessionResize { cols, rows }))).await?;
                 }
             }
         }

@@ -13,10 +13,11 @@ use anyhow::{Context, Result};
 use base64::Engine as _;
 use futures_util::StreamExt;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
+use wire::rpc::{JsonRpcError, JsonRpcResponse};
 
 const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -71,9 +72,7 @@ pub async fn relay(url: &str, token: &str) -> Result<()> {
     let mut pending = HashMap::new();
     while let Some(line) = stdin.next_line().await? {
         let Ok(message) = serde_json::from_str::<Value>(&line) else {
-            let error = json!({ "jsonrpc": "2.0", "id": null,
-                "error": { "code": -32700, "message": "not JSON" } });
-            let _ = bridge.out.send(error.to_string());
+            bridge.refuse(Some(Value::Null), -32700, "not JSON".into());
             continue;
         };
         let bridge = bridge.clone();
@@ -199,8 +198,15 @@ impl Bridge {
     fn refuse(&self, id: Option<Value>, code: i64, message: String) {
         tracing::warn!(%message, "MCP request refused");
         if let Some(id) = id {
-            let error = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } });
-            let _ = self.out.send(error.to_string());
+            let error = JsonRpcError {
+                code,
+                message,
+                data: None,
+            };
+            let answer = JsonRpcResponse::<Value>::error(id, error);
+            let _ = self
+                .out
+                .send(serde_json::to_string(&answer).unwrap_or_default());
         }
     }
 
@@ -273,6 +279,7 @@ fn mirrored_headers(message: &Value) -> HeaderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_base_url_or_the_endpoint_itself_names_the_endpoint() {

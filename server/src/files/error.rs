@@ -3,7 +3,7 @@
 
 use std::io;
 
-use serde_json::{Value, json};
+use wire::rpc::{ErrorInfo, RpcStatus, StatusBody};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileError {
@@ -94,16 +94,15 @@ impl FileError {
     }
 
     /// The body: google.rpc.Status with an ErrorInfo detail.
-    pub fn status_body(&self) -> Value {
-        json!({ "error": {
-            "code": self.status,
-            "status": self.code,
-            "message": self.message,
-            "details": [{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": self.reason,
-                "domain": "ptyhost",
-            }],
-        }})
+    pub fn status_body(&self) -> StatusBody {
+        StatusBody {
+            error: RpcStatus {
+                code: self.status,
+                status: self.code.to_owned(),
+                message: self.message.clone(),
+                details: vec![ErrorInfo::new(self.reason, "ptyhost")],
+                data: None,
+            },
+        }
     }
 }

@@ -128,8 +128,5 @@ fn a_full_disk_is_resource_exhausted_and_an_escape_is_permission_denied() {
     );
     let e = FileError::io(escape, "link/x");
     assert_eq!((e.status, e.code), (403, "PERMISSION_DENIED"));
-    assert_eq!(
-        e.status_body()["error"]["details"][0]["reason"],
-        "PERMISSION_DENIED"
-    );
+    assert_eq!(e.status_body().error.reason(), Some("PERMISSION_DENIED"));
 }

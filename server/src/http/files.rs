@@ -2,13 +2,13 @@
 //! with ETag and Range on reads, over `files`. Every refusal is a google.rpc.Status and
 //! every transfer an audit record.
 
+use crate::audit::Detail;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio_util::io::ReaderStream;
 
@@ -51,7 +51,7 @@ fn refused(e: ApiError) -> FileError {
     FileError::new(e.status.as_u16(), code, code, e.message)
 }
 
-fn record(state: &AppState, event: Event, sid: &str, who: &Principal, detail: serde_json::Value) {
+fn record(state: &AppState, event: Event, sid: &str, who: &Principal, detail: Detail) {
     state.audit.record(
         audit::Record::new(event, sid)
             .by(&who.token_id)
@@ -91,14 +91,17 @@ pub async fn put(
         Event::FileWritten,
         &sid,
         &who,
-        json!({ "path": shown, "bytes": written.bytes, "via": "http" }),
+        Detail::file(&shown, written.bytes, "http"),
     );
     Ok(if written.replaced {
         StatusCode::NO_CONTENT.into_response()
     } else {
         (
             StatusCode::CREATED,
-            Json(json!({ "path": shown, "size": written.bytes })),
+            Json(wire::control::FileCreated {
+                path: shown,
+                size: written.bytes,
+            }),
         )
             .into_response()
     })
@@ -125,7 +128,7 @@ pub async fn get(
         Found::File(file) => {
             let (resp, bytes) = download(file, &headers).await?;
             if bytes > 0 || resp.status() == StatusCode::OK {
-                let detail = json!({ "path": shown, "bytes": bytes, "via": "http" });
+                let detail = Detail::file(shown, bytes, "http");
                 record(&state, Event::FileRead, &sid, &who, detail);
             }
             Ok(resp)
@@ -213,7 +216,11 @@ pub async fn delete(
         Event::FileDeleted,
         &sid,
         &who,
-        json!({ "path": shown }),
+        Detail::File {
+            path: shown,
+            bytes: None,
+            via: None,
+        },
     );
     Ok(StatusCode::NO_CONTENT)
 }

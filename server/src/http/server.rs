@@ -21,6 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tower::ServiceExt as _;
+use wire::control::ErrorBody;
 
 use crate::admission::{Admission, Admitted, Turned};
 
@@ -159,7 +160,7 @@ async fn refuse(mut io: impl AsyncRead + AsyncWrite + Unpin, turned: Turned) {
             "this address holds its maximum of connections that have not authenticated",
         ),
     };
-    let body = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
+    let body = serde_json::to_string(&ErrorBody::new(code, message)).unwrap_or_default();
     let response = format!(
         "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
          retry-after: 1\r\nconnection: close\r\n\r\n{body}",

@@ -1,7 +1,6 @@
 //! The session control plane: create, list, show and terminate sessions, and mint, list
 //! and revoke read-only observer links.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::Json;
@@ -10,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use wire::{CloseReason, control};
 
 use crate::audit;
@@ -22,22 +21,6 @@ use crate::state::{ApiError, AppState, require};
 const DEFAULT_SHARE_TTL: u64 = 3600;
 const MAX_SHARE_TTL: u64 = 30 * 24 * 3600;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateSession {
-    argv: Option<Vec<String>>,
-    command: Option<String>,
-    cwd: Option<String>,
-    env: Option<BTreeMap<String, String>>,
-    #[serde(alias = "backend")]
-    session_backend: Option<String>,
-    session_class: Option<String>,
-    cols: Option<u16>,
-    rows: Option<u16>,
-    label: Option<String>,
-    sandbox: Option<crate::sandbox::Request>,
-}
-
 /// Path parameters by name, so the same handlers serve `/` and `/agents/{instance_id}`.
 #[derive(Debug, Deserialize)]
 pub struct SessionPath {
@@ -48,13 +31,6 @@ pub struct SessionPath {
 pub struct SharePath {
     sid: String,
     id: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ShareRequest {
-    ttl_secs: Option<u64>,
-    label: Option<String>,
 }
 
 fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
@@ -119,7 +95,7 @@ pub async fn me(State(state): State<AppState>, who: Principal) -> Json<control::
         state.audit.record(
             audit::Record::new(audit::Event::ShareLinkUsed, sid)
                 .by(&who.token_id)
-                .detail(json!({ "to": "sign_in" })),
+                .detail(audit::Detail::Opened { to: "sign_in" }),
         );
     }
     Json(control::Me {
@@ -134,7 +110,7 @@ pub async fn me(State(state): State<AppState>, who: Principal) -> Json<control::
 pub async fn create(
     State(state): State<AppState>,
     who: Principal,
-    payload: Result<Json<CreateSession>, JsonRejection>,
+    payload: Result<Json<control::CreateSession>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     require(&who, Scope::Control)?;
     if who.session_id.is_some() {
@@ -143,6 +119,11 @@ pub async fn create(
         ));
     }
     let c = body(payload)?;
+    let sandbox = c
+        .sandbox
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(format!("sandbox: {e}")))?;
     let spec = SpecRequest {
         argv: c.argv,
         command: c.command,
@@ -153,7 +134,7 @@ pub async fn create(
         cols: c.cols,
         rows: c.rows,
         label: c.label,
-        sandbox: c.sandbox,
+        sandbox,
         admin: who.scope >= Scope::Admin,
     }
     .into_spec(state.sessions.settings())
@@ -220,7 +201,7 @@ pub async fn share(
     State(state): State<AppState>,
     who: Principal,
     Path(SessionPath { sid }): Path<SessionPath>,
-    payload: Result<Json<ShareRequest>, JsonRejection>,
+    payload: Result<Json<control::ShareRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     require(&who, Scope::Control)?;
     visible(&state, &who, &sid).await?;
@@ -249,7 +230,11 @@ pub async fn share(
     state.audit.record(
         audit::Record::new(audit::Event::ShareLinkCreated, &sid)
             .by(&who.token_id)
-            .detail(json!({ "link_id": issued.id, "ttl_secs": ttl, "label": req.label })),
+            .detail(audit::Detail::LinkIssued {
+                link_id: issued.id.clone(),
+                ttl_secs: ttl,
+                label: req.label.clone(),
+            }),
     );
     let body = control::NewLink {
         url: format!(
@@ -301,7 +286,9 @@ pub async fn revoke_share(
         state.audit.record(
             audit::Record::new(audit::Event::ShareLinkRevoked, &sid)
                 .by(&who.token_id)
-                .detail(json!({ "link_id": id })),
+                .detail(audit::Detail::Link {
+                    link_id: id.clone(),
+                }),
         );
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -322,25 +309,23 @@ pub async fn audit_log(
     State(state): State<AppState>,
     who: Principal,
     Query(q): Query<AuditQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<control::AuditRecords>, ApiError> {
     require(&who, Scope::Admin)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::bad_request("limit must be between 1 and 1000"));
     }
     let rows = state.store.audit(q.session_id.as_deref(), limit).await?;
-    let records: Vec<Value> = rows
+    let records = rows
         .into_iter()
-        .map(|r| {
-            json!({
-                "at": clock::rfc3339(r.at),
-                "event": r.event,
-                "session_id": r.session_id,
-                "token_id": r.token_id,
-                "client_id": r.client_id,
-                "detail": serde_json::from_str::<Value>(&r.detail).unwrap_or(Value::Null),
-            })
+        .map(|r| control::AuditRecord {
+            at: clock::rfc3339(r.at),
+            event: r.event,
+            session_id: r.session_id,
+            token_id: r.token_id,
+            client_id: r.client_id,
+            detail: serde_json::from_str(&r.detail).unwrap_or(Value::Null),
         })
         .collect();
-    Ok(Json(json!({ "records": records })))
+    Ok(Json(control::AuditRecords { records }))
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, json};
+use serde_json::{Map, Value};
 use tokio::sync::{mpsc, watch};
 use wire::a2a::{Message, Part, Task, TaskState};
 
@@ -161,7 +161,7 @@ impl TaskService {
                     if let Some(code) = exit_code {
                         task.metadata
                             .get_or_insert_with(Map::new)
-                            .insert("exit_code".into(), json!(code));
+                            .insert("exit_code".into(), Value::from(code));
                     }
                     self.announce(&task, &feed).await;
                     if state.is_terminal() {

@@ -1,7 +1,7 @@
 //! A202 objects a message carries: appended to their streams, and a receipt task for a
 //! message that carries nothing else.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::watch;
 use wire::a2a::{Artifact, Content, Part, Task, TaskState};
 
@@ -14,8 +14,17 @@ use crate::agentic::Stamp;
 /// A task's metadata for the A202 objects its message carried.
 pub(super) fn receipt_metadata(receipts: &[Receipt]) -> Map<String, Value> {
     let mut m = Map::new();
-    m.insert(a202::URI.into(), json!({ "receipts": receipts }));
+    m.insert(a202::URI.into(), receipts_value(receipts));
     m
+}
+
+/// `{"receipts": [...]}`: where a task carries its A202 receipts.
+fn receipts_value(receipts: &[Receipt]) -> Value {
+    #[derive(serde::Serialize)]
+    struct Receipts<'a> {
+        receipts: &'a [Receipt],
+    }
+    serde_json::to_value(Receipts { receipts }).unwrap_or_default()
 }
 
 impl TaskService {
@@ -46,7 +55,7 @@ impl TaskService {
         let receipts = self.receive(objects).await?;
         let context_id = bind(&mut message, &task_id);
         let part = Part {
-            content: Content::Data(json!({ "receipts": receipts })),
+            content: Content::Data(receipts_value(&receipts)),
             media_type: Some("application/json".into()),
             filename: None,
             metadata: None,

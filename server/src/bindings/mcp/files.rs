@@ -2,13 +2,13 @@
 //! resolve beneath it, writes land whole or not at all, the size limit holds, observers read
 //! only where `--observer-downloads` lets them, and every transfer is audited.
 
+use crate::audit::Detail;
 use base64::Engine as _;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tokio::io::AsyncReadExt;
 
 use super::{Terminal, ToolError};
@@ -121,7 +121,7 @@ impl Terminal {
             Event::FileRead,
             &p.session_id,
             &who,
-            json!({ "path": shown, "bytes": bytes.len(), "via": "mcp" }),
+            Detail::file(&shown, bytes.len() as u64, "mcp"),
         );
         let truncated = offset + (bytes.len() as u64) < file.len;
         let (encoding, content) = match String::from_utf8(bytes) {
@@ -173,7 +173,7 @@ impl Terminal {
             Event::FileWritten,
             &p.session_id,
             &who,
-            json!({ "path": shown, "bytes": written.bytes, "via": "mcp" }),
+            Detail::file(&shown, written.bytes, "mcp"),
         );
         Ok(Json(FileWritten {
             path: shown,
@@ -239,7 +239,7 @@ impl Terminal {
         Ok(files::session_root(&self.terminals.sessions, who, sid, needed, what).await?)
     }
 
-    fn record(&self, event: Event, sid: &str, who: &Principal, detail: serde_json::Value) {
+    fn record(&self, event: Event, sid: &str, who: &Principal, detail: Detail) {
         let record = Record::new(event, sid).by(&who.token_id).detail(detail);
         self.terminals.sessions.audit().record(record);
     }

@@ -8,7 +8,7 @@
 //! to, and encodes each frame the connection would send in the spec's shape into this one.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use wire::a2a::{ListTasksRequest, StreamResponse, TaskState};
 use wire::{
     ClientOp, CloseReason, DecodeError, Decoded, Envelope, ErrorCode, ListTasksPayload,
@@ -97,7 +97,7 @@ pub fn decode(text: &str, default_role: Role) -> Result<Decoded, (Option<String>
         "tasks/list" => ClientOp::Task(TaskOp::ListTasks(list(&payload)?)),
         verb if verb.starts_with("pty.") || verb == "ping" || verb == wire::OP_ACK => {
             if verb == "pty.join_session" && !payload.contains_key("role") {
-                payload.insert("role".into(), json!(default_role));
+                payload.insert("role".into(), Value::from(default_role.as_str()));
             }
             // The executor's input may carry the terminal's size; ptyhost resizes only on
             // `pty.session_resize`.

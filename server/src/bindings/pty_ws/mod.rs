@@ -12,7 +12,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use wire::{self, ErrorCode, SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON};
 
@@ -94,12 +93,15 @@ pub async fn attach(
         ((principal, subprotocol, slot, Owner::Here), resume) => {
             let attach = audit::Record::new(audit::Event::Attach, &sid)
                 .by(&principal.token_id)
-                .detail(json!({ "scope": principal.scope.as_str(), "subprotocol": subprotocol }));
+                .detail(audit::Detail::Attach {
+                    scope: principal.scope.as_str(),
+                    subprotocol: subprotocol.to_owned(),
+                });
             state.audit.record(attach);
             if principal.share_link {
                 let used = audit::Record::new(audit::Event::ShareLinkUsed, &sid)
                     .by(&principal.token_id)
-                    .detail(json!({ "to": "attach" }));
+                    .detail(audit::Detail::Opened { to: "attach" });
                 state.audit.record(used);
             }
             let binary = subprotocol == SUBPROTOCOL_BINARY;

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use wire::a2a::{Artifact, Content, Message, Part};
 
@@ -130,13 +130,9 @@ pub(super) async fn take_inputs(
             _ => return Err(ExecutorRefusal::InvalidParams(NO_FETCH.into())),
         }
         .map_err(refused)?;
-        audit.record(
-            audit::Record::new(Event::FileWritten, &session.id).detail(json!({
-                "path": rel.as_path().display().to_string(),
-                "bytes": written.bytes,
-                "via": "a2a",
-            })),
-        );
+        audit.record(audit::Record::new(Event::FileWritten, &session.id).detail(
+            audit::Detail::file(rel.as_path().display().to_string(), written.bytes, "a2a"),
+        ));
         if matches!(part.content, Content::Raw(_)) {
             part.content = Content::Url(access.reference(&session.id, dir, &rel));
         }
@@ -238,8 +234,11 @@ pub(super) async fn output_artifacts(
         };
         if let Content::Raw(b) = &part {
             audit.record(
-                audit::Record::new(Event::FileRead, &session.id)
-                    .detail(json!({ "path": shown, "bytes": b.len(), "via": "a2a" })),
+                audit::Record::new(Event::FileRead, &session.id).detail(audit::Detail::file(
+                    &shown,
+                    b.len() as u64,
+                    "a2a",
+                )),
             );
         }
         let media_type = mime_guess::from_path(rel.as_path())

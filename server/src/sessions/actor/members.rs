@@ -270,7 +270,10 @@ impl Actor {
             self.audit.record(
                 audit::Record::new(audit::Event::RoleChanged, &self.id)
                     .client(client_id)
-                    .detail(serde_json::json!({ "from": current, "to": granted })),
+                    .detail(audit::Detail::Role {
+                        from: current,
+                        to: granted,
+                    }),
             );
             self.membership_changed(None);
         }

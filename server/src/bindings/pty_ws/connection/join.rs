@@ -4,7 +4,6 @@
 use std::time::Duration;
 use wire::server::ErrorPayload;
 
-use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 use wire::{Envelope, ErrorCode, JoinSession, Role};
 
@@ -61,7 +60,10 @@ impl Connection {
                 audit::Record::new(audit::Event::WriteDenied, &self.session_id)
                     .by(&self.principal.token_id)
                     .client(&member.client_id)
-                    .detail(json!({ "what": what, "reason": refusal.message })),
+                    .detail(audit::Detail::Refused {
+                        what: what.to_owned(),
+                        reason: refusal.message.clone(),
+                    }),
             );
         }
         result

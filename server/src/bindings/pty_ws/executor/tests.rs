@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use serde_json::json;
 
 /// A payload of the fields the executor's verbs read, each holding any kind of value.
 fn payload() -> impl Strategy<Value = Value> {
