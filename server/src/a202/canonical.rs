@@ -1,6 +1,7 @@
 //! The A202 canonical model (§4) that both keys and objects stand on: the kernel schema,
 //! RFC 8785 bytes, the hashed content and what a signature covers.
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -76,15 +77,30 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// What a signature covers: the canonical content, `.`, and the canonical form of the
 /// signature entry's own `algorithm`, `key_id`, `purpose` and `signed_at`.
-pub fn signing_input(content: &[u8], entry: &Value) -> Vec<u8> {
-    let protected = serde_json::json!({
-        "algorithm": entry["algorithm"],
-        "key_id": entry["key_id"],
-        "purpose": entry["purpose"],
-        "signed_at": entry["signed_at"],
-    });
+pub fn signing_input<T: Serialize>(content: &[u8], protected: &Protected<T>) -> Vec<u8> {
     let mut input = content.to_vec();
     input.push(b'.');
-    input.extend(canonical(&protected));
+    input.extend(serde_jcs::to_vec(protected).unwrap_or_default());
     input
+}
+
+/// The members of a signature entry that its signature covers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Protected<T> {
+    pub algorithm: T,
+    pub key_id: T,
+    pub purpose: T,
+    pub signed_at: T,
+}
+
+impl<'a> Protected<&'a Value> {
+    /// What a received entry's signature covers (a missing member is `null`).
+    pub fn of(entry: &'a Value) -> Protected<&'a Value> {
+        Protected {
+            algorithm: &entry["algorithm"],
+            key_id: &entry["key_id"],
+            purpose: &entry["purpose"],
+            signed_at: &entry["signed_at"],
+        }
+    }
 }

@@ -57,10 +57,11 @@ impl Versions {
     /// Our own declaration, from configuration: it must parse, and a party never writes a
     /// version it cannot read (RELEASES §4).
     pub fn local(read: &[String], write: &str) -> Result<Versions, String> {
-        let versions = Versions::parse(&serde_json::json!({
-            "read_versions": read,
-            "write_version": write,
-        }))?;
+        let declared = Versions {
+            read_versions: read.to_vec(),
+            write_version: write.to_owned(),
+        };
+        let versions = Versions::parse(&serde_json::to_value(declared).unwrap_or_default())?;
         if !versions.read_versions.contains(&versions.write_version) {
             return Err(format!(
                 "write version {write} is not among the read versions {read:?}"

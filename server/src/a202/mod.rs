@@ -346,13 +346,18 @@ impl A202 {
         for object in objects {
             let stream = object.transaction_id.clone().unwrap_or_default();
             let pending = rows.iter().filter(|r| r.transaction_id == stream).count() as i64;
-            let current = store.a202_sequence(&stream).await? + pending;
+            let current = store.records().a202_sequence(&stream).await? + pending;
             let held = match rows
                 .iter()
                 .find(|r| r.object_id == object.id && r.version == object.version)
             {
                 Some(r) => Some((r.sequence, r.content_hash.clone())),
-                None => store.a202_find(&object.id, object.version).await?,
+                None => {
+                    store
+                        .records()
+                        .a202_find(&object.id, object.version)
+                        .await?
+                }
             };
             let (sequence, duplicate) = match held {
                 Some((sequence, hash)) if hash == object.content_hash => (sequence, true),
@@ -400,14 +405,14 @@ impl A202 {
                 signatures: object.signatures,
             });
         }
-        store.a202_append(&rows).await?;
+        store.records().a202_append(&rows).await?;
         Ok(receipts)
     }
 
     /// A transaction's stream as its objects and, for offers, their status: `open` until
     /// `valid_until`, then `expired`; `superseded` once a later offer in the stream names it.
     pub async fn transaction(&self, id: &str) -> Result<Option<Transaction>> {
-        let rows = self.inner.store.a202_stream(id).await?;
+        let rows = self.inner.store.records().a202_stream(id).await?;
         if rows.is_empty() {
             return Ok(None);
         }

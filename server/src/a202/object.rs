@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::A202Refusal;
-use super::canonical::{Kernel, canonical, content, sha256_hex, signing_input};
+use super::canonical::{Kernel, Protected, canonical, content, sha256_hex, signing_input};
 use super::keys::{Algorithm, KeyCheck, Keyring};
 
 /// The literal the published fixtures carry instead of a signature.
@@ -195,7 +195,7 @@ fn check_signature(
     let algorithm = Algorithm::parse(&check.algorithm).ok_or_else(|| {
         A202Refusal::SignatureInvalid(format!("unknown algorithm {}", check.algorithm))
     })?;
-    let input = signing_input(content, entry);
+    let input = signing_input(content, &Protected::of(entry));
     match keys.check(&key_id, algorithm, &field("signed_at"), &value, &input) {
         Ok(KeyCheck::Verified { key_status }) => {
             check.outcome = "verified";

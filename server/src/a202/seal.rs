@@ -9,10 +9,54 @@ use ring::rand::SystemRandom;
 use ring::signature::{
     ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, Ed25519KeyPair, KeyPair as _,
 };
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
-use super::canonical;
+use super::canonical::{self, Protected};
 use super::keys::Algorithm;
+
+/// A public key in the kernel's closed JWK shapes (EC P-256 or OKP Ed25519).
+#[derive(Serialize)]
+pub struct Jwk {
+    kty: &'static str,
+    crv: &'static str,
+    x: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    y: Option<String>,
+}
+
+/// One entry of an object's `signatures`.
+#[derive(Serialize)]
+struct SignatureEntry<'a> {
+    #[serde(flatten)]
+    protected: Protected<&'a str>,
+    signature: String,
+}
+
+/// The `key_record` object, before its `content_hash`.
+#[derive(Serialize)]
+struct KeyRecord<'a> {
+    spec_version: &'static str,
+    id: &'a str,
+    object_type: &'static str,
+    version: u32,
+    created_at: &'a str,
+    created_by: &'a Value,
+    transaction_id: Option<String>,
+    previous_version_id: Option<String>,
+    signatures: [Value; 0],
+    payload: KeyPayload<'a>,
+}
+
+#[derive(Serialize)]
+struct KeyPayload<'a> {
+    controller_organization_id: &'a Value,
+    algorithm: &'static str,
+    public_key_jwk: Jwk,
+    status: &'static str,
+    valid_from: &'a str,
+    valid_until: Option<String>,
+}
 
 enum Pair {
     Es256(EcdsaKeyPair),
@@ -80,27 +124,35 @@ impl Signer {
     }
 
     /// The public key as the kernel's closed JWK shapes have it.
-    pub fn public_jwk(&self) -> Value {
+    pub fn public_jwk(&self) -> Jwk {
         match &self.pair {
             Pair::Es256(p) => {
                 let point = p.public_key().as_ref();
-                json!({ "kty": "EC", "crv": "P-256", "x": b64url(&point[1..33]), "y": b64url(&point[33..65]) })
+                Jwk {
+                    kty: "EC",
+                    crv: "P-256",
+                    x: b64url(&point[1..33]),
+                    y: Some(b64url(&point[33..65])),
+                }
             }
-            Pair::EdDsa(p) => {
-                json!({ "kty": "OKP", "crv": "Ed25519", "x": b64url(p.public_key().as_ref()) })
-            }
+            Pair::EdDsa(p) => Jwk {
+                kty: "OKP",
+                crv: "Ed25519",
+                x: b64url(p.public_key().as_ref()),
+                y: None,
+            },
         }
     }
 
     /// A signature entry over `content` (an object's canonical content) for `purpose`.
     pub fn sign(&self, content: &[u8], purpose: &str, signed_at: &str) -> Result<Value> {
-        let mut entry = json!({
-            "key_id": self.key_id,
-            "algorithm": self.algorithm(),
-            "purpose": purpose,
-            "signed_at": signed_at,
-        });
-        let input = canonical::signing_input(content, &entry);
+        let protected = Protected {
+            algorithm: self.algorithm(),
+            key_id: self.key_id.as_str(),
+            purpose,
+            signed_at,
+        };
+        let input = canonical::signing_input(content, &protected);
         let signature = match &self.pair {
             Pair::Es256(p) => p
                 .sign(&SystemRandom::new(), &input)
@@ -109,34 +161,38 @@ impl Signer {
                 .to_vec(),
             Pair::EdDsa(p) => p.sign(&input).as_ref().to_vec(),
         };
-        entry["signature"] = json!(b64url(&signature));
-        Ok(entry)
+        let entry = SignatureEntry {
+            protected,
+            signature: b64url(&signature),
+        };
+        Ok(serde_json::to_value(entry)?)
     }
 
     /// The `key_record` that lets a counterparty verify this key, valid from `valid_from`
     /// with no declared end, created by `created_by` (`{organization_id, agent_id,
     /// mandate_id}`).
     pub fn key_record(&self, created_by: &Value, valid_from: &str) -> Value {
-        let mut record = json!({
-            "spec_version": "a202-commercial/0.1",
-            "id": self.key_id,
-            "object_type": "key_record",
-            "version": 1,
-            "created_at": valid_from,
-            "created_by": created_by,
-            "transaction_id": null,
-            "previous_version_id": null,
-            "signatures": [],
-            "payload": {
-                "controller_organization_id": created_by["organization_id"],
-                "algorithm": self.algorithm(),
-                "public_key_jwk": self.public_jwk(),
-                "status": "active",
-                "valid_from": valid_from,
-                "valid_until": null,
+        let record = KeyRecord {
+            spec_version: "a202-commercial/0.1",
+            id: &self.key_id,
+            object_type: "key_record",
+            version: 1,
+            created_at: valid_from,
+            created_by,
+            transaction_id: None,
+            previous_version_id: None,
+            signatures: [],
+            payload: KeyPayload {
+                controller_organization_id: &created_by["organization_id"],
+                algorithm: self.algorithm(),
+                public_key_jwk: self.public_jwk(),
+                status: "active",
+                valid_from,
+                valid_until: None,
             },
-        });
-        record["content_hash"] = json!(canonical::content_hash(&record));
+        };
+        let mut record = serde_json::to_value(record).unwrap_or_default();
+        record["content_hash"] = Value::from(canonical::content_hash(&record));
         record
     }
 }
@@ -147,7 +203,7 @@ pub fn seal(object: &mut Value, signers: &[(&Signer, &str)], signed_at: &str) ->
     if !object.is_object() {
         bail!("an A202 object is a JSON object");
     }
-    object["content_hash"] = json!(canonical::content_hash(object));
+    object["content_hash"] = Value::from(canonical::content_hash(object));
     let content = canonical::content(object);
     let entries = signers
         .iter()
@@ -155,7 +211,7 @@ pub fn seal(object: &mut Value, signers: &[(&Signer, &str)], signed_at: &str) ->
         .collect::<Result<Vec<_>>>()?;
     match object.get_mut("signatures").and_then(Value::as_array_mut) {
         Some(existing) => existing.extend(entries),
-        None => object["signatures"] = json!(entries),
+        None => object["signatures"] = Value::Array(entries),
     }
     Ok(canonical::canonical(object))
 }

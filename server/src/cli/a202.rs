@@ -1,7 +1,6 @@
 //! `ptyhost a202`: the A202 client (capability check, send, keygen, seal).
 
 use anyhow::{Context, Result};
-use serde_json::json;
 
 use crate::a202::seal::{Signer, seal};
 use crate::client::a202::{self, Exchange, read_object};
@@ -32,7 +31,11 @@ async fn command(args: A202Args) -> Result<u8> {
             out,
         } => {
             let (signer, pkcs8) = Signer::generate(&key_id, algorithm.algorithm())?;
-            let created_by = json!({ "organization_id": organization, "agent_id": agent, "mandate_id": mandate });
+            let created_by = serde_json::to_value(Actor {
+                organization_id: organization,
+                agent_id: agent,
+                mandate_id: mandate,
+            })?;
             let record = signer.key_record(&created_by, &crate::clock::now_rfc3339());
             let key_path = out.join(format!("{key_id}.pk8"));
             write_private(&key_path, &pkcs8)?;
@@ -85,4 +88,12 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("creating {}", path.display()))?;
     file.write_all(bytes)?;
     Ok(())
+}
+
+/// Who creates an A202 object: `created_by`.
+#[derive(serde::Serialize)]
+struct Actor {
+    organization_id: String,
+    agent_id: String,
+    mandate_id: String,
 }
