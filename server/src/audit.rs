@@ -152,7 +152,7 @@ impl Audit {
         let (tx, mut rx) = mpsc::unbounded_channel::<AuditRow>();
         tokio::spawn(async move {
             while let Some(row) = rx.recv().await {
-                if let Err(e) = store.insert_audit(&row).await {
+                if let Err(e) = store.records().insert_audit(&row).await {
                     tracing::error!(error = %format!("{e:#}"), event = %row.event, "writing an audit record failed");
                 }
             }

@@ -110,7 +110,8 @@ pub async fn issue(store: &Store, req: TokenRequest<'_>) -> Result<Issued> {
     let expires_at = req.ttl.map(|d| now + d.as_millis() as i64);
     let id = uuid::Uuid::now_v7().to_string();
     store
-        .insert_token(NewToken {
+        .tokens()
+        .insert(NewToken {
             id: &id,
             hash: &hash(&secret),
             scope: req.scope.as_str(),
@@ -131,7 +132,7 @@ pub async fn issue(store: &Store, req: TokenRequest<'_>) -> Result<Issued> {
 /// Ensures an admin token with exactly this value exists (`--bootstrap-token`), also when
 /// several nodes of a cluster start with it at once.
 pub async fn ensure_bootstrap(store: &Store, secret: &str) -> Result<()> {
-    let exists = || async { anyhow::Ok(store.token_by_hash(&hash(secret)).await?.is_some()) };
+    let exists = || async { anyhow::Ok(store.tokens().by_hash(&hash(secret)).await?.is_some()) };
     if exists().await? {
         return Ok(());
     }
@@ -176,7 +177,8 @@ pub fn note_authenticated() {
 /// from the store (`Revocations::authenticate` remembers it).
 pub async fn lookup(store: &Store, hash: &str) -> Result<(Principal, Option<i64>), AuthError> {
     let row = store
-        .token_by_hash(hash)
+        .tokens()
+        .by_hash(hash)
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "token lookup failed");

@@ -60,7 +60,8 @@ impl Cast {
         }
         let frames = self
             .store
-            .frames_from(&self.row.id, self.after + 1, PAGE)
+            .frames()
+            .from(&self.row.id, self.after + 1, PAGE)
             .await?;
         if frames.is_empty() {
             while let Some((at, label)) = self.markers.pop_front() {
@@ -110,10 +111,11 @@ impl Cast {
     /// stored before that was kept, its first keyframe's or resize's, else its size now),
     /// when it started and what ran.
     async fn header(&self) -> anyhow::Result<Header> {
-        let (cols, rows) = match self.store.start_size(&self.row.id).await? {
+        let (cols, rows) = match self.store.sessions().start_size(&self.row.id).await? {
             Some((cols, rows)) => (u64::from(cols), u64::from(rows)),
             None => self
                 .store
+                .frames()
                 .first_sized_frame(&self.row.id)
                 .await?
                 .and_then(|text| size(&text, "Keyframe").or_else(|| size(&text, "Resize")))
@@ -168,7 +170,8 @@ fn size(text: &[u8], kind: &str) -> Option<(u64, u64)> {
 /// made) and what it ran, oldest first.
 async fn task_starts(store: &Store, sid: &str) -> anyhow::Result<Vec<(i64, String)>> {
     let mut starts: Vec<(i64, String)> = store
-        .tasks_of_context(sid)
+        .tasks()
+        .of_context(sid)
         .await?
         .iter()
         .filter_map(|json| {

@@ -127,7 +127,7 @@ impl Revocations {
                 if ids.is_empty() {
                     continue;
                 }
-                let rows = match store.tokens_by_id(&ids).await {
+                let rows = match store.tokens().by_ids(&ids).await {
                     Ok(rows) => rows,
                     Err(e) => {
                         tracing::warn!(error = %format!("{e:#}"), "reading watched tokens failed");

@@ -255,13 +255,15 @@ impl Push {
         let existing = self
             .inner
             .store
-            .push_config(&config.task_id, &config.id)
+            .tasks()
+            .push(&config.task_id, &config.id)
             .await?;
         if existing.is_none() {
             let count = self
                 .inner
                 .store
-                .push_configs(&config.task_id, None, MAX_CONFIGS as u32)
+                .tasks()
+                .pushes(&config.task_id, None, MAX_CONFIGS as u32)
                 .await?
                 .len();
             if count >= MAX_CONFIGS {
@@ -272,7 +274,8 @@ impl Push {
         }
         self.inner
             .store
-            .put_push_config(&PushConfigRow {
+            .tasks()
+            .put_push(&PushConfigRow {
                 task_id: config.task_id.clone(),
                 id: config.id.clone(),
                 version: target.version.label().to_owned(),
@@ -347,7 +350,8 @@ impl Push {
         for row in self
             .inner
             .store
-            .push_configs(&task.id, None, MAX_CONFIGS as u32)
+            .tasks()
+            .pushes(&task.id, None, MAX_CONFIGS as u32)
             .await?
         {
             self.open(target_of(&row)?);
@@ -357,7 +361,7 @@ impl Push {
     }
 
     pub async fn get(&self, task_id: &str, id: &str) -> Result<Target, A2aError> {
-        match self.inner.store.push_config(task_id, id).await? {
+        match self.inner.store.tasks().push(task_id, id).await? {
             Some(row) => Ok(target_of(&row)?),
             None => Err(A2aError::PushConfigNotFound {
                 task: task_id.to_owned(),
@@ -379,7 +383,7 @@ impl Push {
             .min(100);
         let after = page_token.filter(|t| !t.is_empty());
         if let Some(t) = after
-            && self.inner.store.push_config(task_id, t).await?.is_none()
+            && self.inner.store.tasks().push(task_id, t).await?.is_none()
         {
             return Err(A2aError::InvalidParams(
                 "pageToken is not one of ours".into(),
@@ -388,7 +392,8 @@ impl Push {
         let mut rows = self
             .inner
             .store
-            .push_configs(task_id, after, size + 1)
+            .tasks()
+            .pushes(task_id, after, size + 1)
             .await?;
         let next = if rows.len() > size as usize {
             rows.truncate(size as usize);
@@ -402,7 +407,7 @@ impl Push {
 
     /// Deletes a config and stops its deliveries; deleting what is not there is no error.
     pub async fn delete(&self, task_id: &str, id: &str) -> Result<(), A2aError> {
-        self.inner.store.delete_push_config(task_id, id).await?;
+        self.inner.store.tasks().delete_push(task_id, id).await?;
         let mut queues = self.inner.queues.lock().unwrap();
         if let Some(list) = queues.get_mut(task_id) {
             list.retain(|q| {

@@ -62,7 +62,7 @@ impl Cache {
     /// The cache of node `node_id`, with a sweep of expired entries every ten minutes; the
     /// requests a previous process of the node left unanswered let go of their keys.
     pub async fn start(store: Store, ttl: Duration, node_id: &str) -> anyhow::Result<Cache> {
-        let released = store.release_unanswered_idempotency(node_id).await?;
+        let released = store.idempotency().release_unanswered(node_id).await?;
         if released > 0 {
             tracing::info!(
                 released,
@@ -81,7 +81,8 @@ impl Cache {
                 every.tick().await;
                 if let Err(e) = sweeper
                     .store
-                    .expire_idempotency(sweeper.expired_before())
+                    .idempotency()
+                    .expire(sweeper.expired_before())
                     .await
                 {
                     tracing::warn!(error = %e, "sweeping expired idempotency entries failed");
@@ -103,7 +104,8 @@ impl Cache {
         loop {
             let claim = self
                 .store
-                .claim_idempotency(
+                .idempotency()
+                .claim(
                     &key.message_id,
                     &key.hash,
                     (binding, &self.node_id),
@@ -335,7 +337,7 @@ impl Drop for Claim {
         if !self.recorded {
             let (store, id) = (self.cache.store.clone(), self.message_id.clone());
             tokio::spawn(async move {
-                if let Err(e) = store.release_idempotency(&id).await {
+                if let Err(e) = store.idempotency().release(&id).await {
                     tracing::warn!(error = %e, "letting go of an idempotency key failed");
                 }
             });
@@ -373,7 +375,7 @@ impl Recorder {
             (&self.message_id, self.status, &self.headers, &self.body);
         (self.store)
             .until_written(&what, || {
-                self.store.complete_idempotency(id, status, headers, body)
+                self.store.idempotency().complete(id, status, headers, body)
             })
             .await;
     }

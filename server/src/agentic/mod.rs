@@ -126,7 +126,7 @@ impl Agentic {
     ) -> anyhow::Result<Agentic> {
         let fresh = uuid::Uuid::new_v4().to_string();
         let name = format!("runtime/v1 instance_id of {instance_id}");
-        let instance_uuid = store.cluster_value(&name, &fresh).await?;
+        let instance_uuid = store.nodes().cluster_value(&name, &fresh).await?;
         let idempotency =
             idempotency::Cache::start(store.clone(), settings.idempotency_ttl, node_id).await?;
         Ok(Agentic {

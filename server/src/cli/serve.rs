@@ -46,7 +46,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     if let Some(token) = &args.bootstrap_token {
         auth::ensure_bootstrap(store, token).await?;
     }
-    let first_start = if args.bootstrap_token.is_none() && store.count_tokens().await? == 0 {
+    let first_start = if args.bootstrap_token.is_none() && store.tokens().count().await? == 0 {
         Some(
             auth::issue(
                 store,

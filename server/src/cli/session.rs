@@ -12,7 +12,8 @@ pub async fn run(args: SessionCommandArgs) -> Result<()> {
     match args.command {
         SessionCommand::Export { session, out } => {
             let row = store
-                .session(&session)
+                .sessions()
+                .get(&session)
                 .await?
                 .with_context(|| format!("no session {session}"))?;
             let mut sink: Box<dyn tokio::io::AsyncWrite + Unpin> = match &out {

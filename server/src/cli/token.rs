@@ -19,7 +19,10 @@ pub async fn run(args: TokenArgs) -> Result<()> {
             label,
         } => {
             if let Some(sid) = &session {
-                anyhow::ensure!(store.session(sid).await?.is_some(), "no session {sid}");
+                anyhow::ensure!(
+                    store.sessions().get(sid).await?.is_some(),
+                    "no session {sid}"
+                );
             }
             let issued = auth::issue(
                 &store,
@@ -38,7 +41,7 @@ pub async fn run(args: TokenArgs) -> Result<()> {
         }
         TokenCommand::List => {
             writeln!(out, "ID\tSCOPE\tSESSION\tKIND\tLABEL\tEXPIRES\tREVOKED")?;
-            for t in store.list_tokens(None).await? {
+            for t in store.tokens().list(None).await? {
                 let when = |v: Option<i64>| v.map(clock::rfc3339).unwrap_or_else(|| "-".into());
                 writeln!(
                     out,
@@ -55,7 +58,7 @@ pub async fn run(args: TokenArgs) -> Result<()> {
         }
         TokenCommand::Revoke { id } => {
             anyhow::ensure!(
-                store.revoke_token(&id, None, clock::now_ms()).await?,
+                store.tokens().revoke(&id, None, clock::now_ms()).await?,
                 "no live token {id}"
             );
             writeln!(out, "revoked {id}")?;

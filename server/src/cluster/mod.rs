@@ -67,9 +67,11 @@ impl Node {
             None => kept_id(data_dir)?,
         };
         store
-            .node_started(&id, &settings.advertise_url, clock::now_ms())
+            .nodes()
+            .started(&id, &settings.advertise_url, clock::now_ms())
             .await?;
         let secret = store
+            .nodes()
             .cluster_value("forward_secret", &crate::auth::random_token())
             .await?;
         Ok(Node {
@@ -124,7 +126,7 @@ impl Node {
         if row.node_id == self.inner.id || row.node_id.is_empty() || row.state != "running" {
             return Ok(Owner::Here);
         }
-        Ok(match self.inner.store.node(&row.node_id).await? {
+        Ok(match self.inner.store.nodes().get(&row.node_id).await? {
             Some(n) if self.alive(n.last_seen, clock::now_ms()) => Owner::There {
                 node_id: n.id,
                 url: n.advertise_url,
@@ -140,6 +142,7 @@ impl Node {
             .inner
             .store
             .nodes()
+            .all()
             .await?
             .into_iter()
             .map(|n| {
@@ -167,7 +170,8 @@ impl Node {
                 let beat = node
                     .inner
                     .store
-                    .node_seen(&node.inner.id, clock::now_ms())
+                    .nodes()
+                    .seen(&node.inner.id, clock::now_ms())
                     .await;
                 if let Err(e) = &beat {
                     tracing::warn!(error = %format!("{e:#}"), "node heartbeat failed");
@@ -191,6 +195,7 @@ impl Node {
     async fn reap(&self, sessions: &Sessions, tasks: &TaskService, now: i64) -> Result<()> {
         let cutoff = now - self.inner.timeout.as_millis() as i64;
         for row in (self.inner.store)
+            .nodes()
             .sessions_of_dead_nodes(&self.inner.id, cutoff)
             .await?
         {

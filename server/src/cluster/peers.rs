@@ -50,7 +50,7 @@ impl Cluster for Peers {
         if self.sessions.live(context_id).is_some() {
             return Ok(None);
         }
-        let Some(row) = self.sessions.store().session(context_id).await? else {
+        let Some(row) = self.sessions.store().sessions().get(context_id).await? else {
             return Ok(None);
         };
         Ok(match self.node.owner(&row).await? {

@@ -167,7 +167,7 @@ async fn to_owner(
     let owner = match params.get("sid") {
         // Running here: no lookup.
         Some(sid) if state.sessions.live(sid).is_some() => None,
-        Some(sid) => match state.store.session(sid).await {
+        Some(sid) => match state.store.sessions().get(sid).await {
             Ok(Some(row)) => state.node.owner(&row).await.ok(),
             _ => None,
         },

@@ -70,12 +70,17 @@ pub async fn frames(
     let store = &state.store;
     let floor = view.replay_floor;
     let mut start = match q.at {
-        Some(at) => store.sequence_at(&sid, at).await?.unwrap_or(floor + 1),
+        Some(at) => store
+            .frames()
+            .sequence_at(&sid, at)
+            .await?
+            .unwrap_or(floor + 1),
         None => q.after.unwrap_or(floor) + 1,
     };
     if q.keyframe {
         // Without a keyframe before the point, only the whole retained history paints it.
         start = store
+            .frames()
             .keyframe_before(&sid, start)
             .await?
             .unwrap_or(floor + 1);
@@ -83,8 +88,8 @@ pub async fn frames(
     let limit = q.limit.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
     let start = start.max(floor + 1);
     let page = match &kinds {
-        Some(kinds) => store.frames_of_kinds(&sid, kinds, start, limit).await?,
-        None => store.frames_from(&sid, start, limit).await?,
+        Some(kinds) => store.frames().of_kinds(&sid, kinds, start, limit).await?,
+        None => store.frames().from(&sid, start, limit).await?,
     };
     let next_after = (page.len() == limit as usize)
         .then(|| page.last().map(|f| f.sequence))

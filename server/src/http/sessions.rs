@@ -257,7 +257,8 @@ pub async fn list_shares(
     visible(&state, &who, &sid).await?;
     let links = state
         .store
-        .list_tokens(Some((&sid, clock::now_ms())))
+        .tokens()
+        .list(Some((&sid, clock::now_ms())))
         .await?
         .into_iter()
         .map(|t| control::ShareLink {
@@ -279,7 +280,8 @@ pub async fn revoke_share(
     visible(&state, &who, &sid).await?;
     if state
         .store
-        .revoke_token(&id, Some(&sid), clock::now_ms())
+        .tokens()
+        .revoke(&id, Some(&sid), clock::now_ms())
         .await?
     {
         state.revocations.revoked(&id);
@@ -315,7 +317,11 @@ pub async fn audit_log(
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::bad_request("limit must be between 1 and 1000"));
     }
-    let rows = state.store.audit(q.session_id.as_deref(), limit).await?;
+    let rows = state
+        .store
+        .records()
+        .audit(q.session_id.as_deref(), limit)
+        .await?;
     let records = rows
         .into_iter()
         .map(|r| control::AuditRecord {

@@ -275,7 +275,7 @@ impl Sessions {
             created_at: clock::now_ms(),
             closed_at: None,
         };
-        self.inner.store.insert_session(&row).await?;
+        self.inner.store.sessions().insert(&row).await?;
         let started = self.start_program(&id, &spec, sandboxed.as_deref()).await;
         match started {
             Ok((pty, events)) => {
@@ -310,13 +310,21 @@ impl Sessions {
                 let now = clock::now_ms();
                 self.inner
                     .store
-                    .insert_frames(&row.id, &[new_frame(1, &frame, now)])
+                    .frames()
+                    .insert(&row.id, &[new_frame(1, &frame, now)])
                     .await?;
                 self.inner
                     .store
-                    .close_session(&row.id, None, "error", 1, now)
+                    .sessions()
+                    .close(&row.id, None, "error", 1, now)
                     .await?;
-                row = self.inner.store.session(&row.id).await?.unwrap_or(row);
+                row = self
+                    .inner
+                    .store
+                    .sessions()
+                    .get(&row.id)
+                    .await?
+                    .unwrap_or(row);
             }
         }
         Ok(row)
@@ -403,7 +411,7 @@ impl Sessions {
     }
 
     pub async fn view(&self, id: &str) -> Result<Option<SessionView>> {
-        let row = self.inner.store.session(id).await?;
+        let row = self.inner.store.sessions().get(id).await?;
         Ok(row.map(|row| self.with_live(row)))
     }
 
@@ -411,7 +419,8 @@ impl Sessions {
         let rows = self
             .inner
             .store
-            .list_sessions(&self.inner.instance_id)
+            .sessions()
+            .list(&self.inner.instance_id)
             .await?;
         Ok(rows.into_iter().map(|r| self.with_live(r)).collect())
     }

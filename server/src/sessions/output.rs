@@ -52,7 +52,8 @@ impl Sessions {
         };
         loop {
             let page = (self.store())
-                .frames_from(sid, read.cursor + 1, PAGE)
+                .frames()
+                .from(sid, read.cursor + 1, PAGE)
                 .await?;
             let full = page.len() == PAGE as usize;
             for frame in page {

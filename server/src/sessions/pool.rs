@@ -158,7 +158,13 @@ impl Sessions {
             let Some(handle) = self.live(&id) else {
                 continue;
             };
-            match self.inner.store.take_pooled(&id, clock::now_ms()).await {
+            match self
+                .inner
+                .store
+                .sessions()
+                .take_pooled(&id, clock::now_ms())
+                .await
+            {
                 Ok(true) => {
                     self.inner.pool.state().taken += 1;
                     tracing::info!(session_id = %id, "took a shell from the pool");
@@ -187,7 +193,13 @@ impl Sessions {
         let sessions = self.clone();
         let id = id.to_owned();
         self.inner.tasks.spawn(async move {
-            if let Err(e) = sessions.inner.store.delete_pooled(Some(&id)).await {
+            if let Err(e) = sessions
+                .inner
+                .store
+                .sessions()
+                .delete_pooled(Some(&id))
+                .await
+            {
                 tracing::warn!(session_id = %id, error = %e, "deleting a pooled shell failed");
             }
             if was_ready {

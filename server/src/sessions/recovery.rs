@@ -18,8 +18,8 @@ impl Sessions {
     /// tmux session lives on; closes the others: their PTYs died with it.
     pub async fn recover(&self) -> Result<()> {
         let store = &self.inner.store;
-        store.delete_pooled(None).await?;
-        for row in store.running_sessions(&self.inner.node_id).await? {
+        store.sessions().delete_pooled(None).await?;
+        for row in store.sessions().running(&self.inner.node_id).await? {
             if let (host::TMUX, Some(socket)) =
                 (row.backend.as_str(), &self.inner.settings.tmux_socket)
             {
@@ -61,7 +61,7 @@ impl Sessions {
         detail: &str,
     ) -> Result<bool> {
         let store = &self.inner.store;
-        let frames = store.frames_from_last_keyframe(&row.id).await?;
+        let frames = store.frames().from_last_keyframe(&row.id).await?;
         let mut screen = rebuild_screen(&frames, row.cols, row.rows);
         let mut seq = numbered_upto(row, &frames);
         let (cols, rows) = screen.size();
@@ -85,6 +85,7 @@ impl Sessions {
             out.push(new_frame(seq, &frame, now));
         }
         store
+            .nodes()
             .close_abandoned(&row.id, &out, reason.as_str(), now)
             .await
     }
@@ -95,13 +96,19 @@ impl Sessions {
         if !tmux.exists(&row.id).await {
             return Ok(false);
         }
-        let frames = self.inner.store.frames_from_last_keyframe(&row.id).await?;
+        let frames = self
+            .inner
+            .store
+            .frames()
+            .from_last_keyframe(&row.id)
+            .await?;
         let screen = rebuild_screen(&frames, row.cols, row.rows);
         let sequence = numbered_upto(row, &frames);
         let (pty, events) = pty::spawn(&tmux.attach_spec(&row.id, row.cols, row.rows))?;
         let reserved = sequence + actor::RESERVE_AHEAD;
         self.inner
             .store
+            .frames()
             .reserve_sequences(&row.id, reserved)
             .await?;
         let resumed = Resumed {

@@ -64,13 +64,17 @@ async fn sweep(sessions: &Sessions) -> anyhow::Result<()> {
     let store = &sessions.inner.store;
     let settings = sessions.settings();
     let expired = clock::now_ms() - settings.closed_retention.as_millis() as i64;
-    for id in store.closed_with_history(Some(expired), 100).await? {
-        store.drop_history(&id).await?;
+    for id in store
+        .frames()
+        .closed_with_history(Some(expired), 100)
+        .await?
+    {
+        store.frames().drop_history(&id).await?;
         tracing::info!(session_id = %id, "dropped a closed session's history (retention)");
     }
     let bound = settings.max_store_bytes;
     let target = bound / 100 * TARGET_PERCENT;
-    let mut in_use = store.bytes_in_use().await?;
+    let mut in_use = store.frames().bytes_in_use().await?;
     if in_use <= bound {
         if in_use < target {
             settings.budget.set(u64::MAX);
@@ -78,12 +82,12 @@ async fn sweep(sessions: &Sessions) -> anyhow::Result<()> {
         return Ok(());
     }
     while in_use > target {
-        let Some(oldest) = store.closed_with_history(None, 1).await?.pop() else {
+        let Some(oldest) = store.frames().closed_with_history(None, 1).await?.pop() else {
             break;
         };
-        store.drop_history(&oldest).await?;
+        store.frames().drop_history(&oldest).await?;
         tracing::info!(session_id = %oldest, in_use, bound, "dropped a closed session's history (store bound)");
-        in_use = store.bytes_in_use().await?;
+        in_use = store.frames().bytes_in_use().await?;
     }
     if in_use > target {
         let live = sessions.live_count().max(1) as u64;

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::Store;
+use super::Db;
 
 /// One broadcast frame of a session as retained for replay.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,12 +79,18 @@ pub(super) const FRAME_COLUMNS: &str =
 /// Output shorter than this is stored as it is (an echo, a prompt).
 pub(super) const COMPRESS_FROM: usize = 256;
 
-impl Store {
+/// The replay frames of sessions, their sequence reservations and their retention.
+#[derive(Clone)]
+pub struct Frames(pub(super) Db);
+
+super::handle!(Frames);
+
+impl Frames {
     // ---- frames ----
 
     /// Appends frames in one transaction and records the session's last sequence; returns
     /// the bytes they take in the store.
-    pub async fn insert_frames(&self, session_id: &str, frames: &[Frame]) -> Result<u64> {
+    pub async fn insert(&self, session_id: &str, frames: &[Frame]) -> Result<u64> {
         if frames.is_empty() {
             return Ok(0);
         }
@@ -95,12 +101,7 @@ impl Store {
     }
 
     /// Frames with `after < sequence < before`, in order.
-    pub async fn frames_between(
-        &self,
-        session_id: &str,
-        after: u64,
-        before: u64,
-    ) -> Result<Vec<Frame>> {
+    pub async fn between(&self, session_id: &str, after: u64, before: u64) -> Result<Vec<Frame>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT {FRAME_COLUMNS} FROM frames
              WHERE session_id = $1 AND sequence > $2 AND sequence < $3 ORDER BY sequence"
@@ -114,12 +115,7 @@ impl Store {
     }
 
     /// A page of a session's stored frames from `start` on (inclusive), at most `limit`.
-    pub async fn frames_from(
-        &self,
-        session_id: &str,
-        start: u64,
-        limit: u32,
-    ) -> Result<Vec<Frame>> {
+    pub async fn from(&self, session_id: &str, start: u64, limit: u32) -> Result<Vec<Frame>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = $1 AND sequence >= $2
              ORDER BY sequence LIMIT $3"
@@ -136,7 +132,7 @@ impl Store {
     /// `start` on, at most `limit`: what a timeline marks (resizes, membership changes).
     /// Each kind is a range of the `frames_by_kind` index, and the sort keeps no more than
     /// a page (both backends sort with a limit in bounded memory).
-    pub async fn frames_of_kinds(
+    pub async fn of_kinds(
         &self,
         session_id: &str,
         kinds: &[&str],
@@ -199,7 +195,7 @@ impl Store {
     }
 
     /// The last keyframe of a session and every frame after it (all frames if it has none).
-    pub async fn frames_from_last_keyframe(&self, session_id: &str) -> Result<Vec<Frame>> {
+    pub async fn from_last_keyframe(&self, session_id: &str) -> Result<Vec<Frame>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT {FRAME_COLUMNS} FROM frames WHERE session_id = $1
              AND sequence >= COALESCE((SELECT MAX(sequence) FROM frames
@@ -216,7 +212,7 @@ impl Store {
     /// Drops the oldest frames that are outside both retention bounds (older than
     /// `before_ms` and at or below `upto_sequence`), always a prefix of the history, and
     /// raises the session's replay floor to match. Returns the new floor, if it moved.
-    pub async fn prune_frames(
+    pub async fn prune(
         &self,
         session_id: &str,
         upto_sequence: u64,
@@ -241,7 +237,7 @@ impl Store {
     }
 }
 
-impl Store {
+impl Frames {
     /// Drops session `id`'s frames up to `floor` and raises its replay floor to it.
     pub async fn raise_replay_floor(&self, id: &str, floor: u64) -> Result<()> {
         let mut tx = self.pool.begin().await?;
@@ -324,7 +320,7 @@ pub(super) async fn raise_floor(tx: &mut sqlx::AnyConnection, id: &str, floor: i
     Ok(())
 }
 
-impl Store {
+impl Frames {
     /// Records that session `id` may hand out sequences up to `upto` before it reserves
     /// more; a session recovered after a crash numbers on from above it.
     pub async fn reserve_sequences(&self, id: &str, upto: u64) -> Result<()> {

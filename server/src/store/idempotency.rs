@@ -4,7 +4,7 @@
 use anyhow::Result;
 use sqlx::Row;
 
-use super::Store;
+use super::Db;
 
 /// A cached response (status 0: its request still runs).
 #[derive(Debug, Clone, PartialEq)]
@@ -27,11 +27,17 @@ pub enum IdempotencyClaim {
     Held(IdempotencyRow),
 }
 
-impl Store {
+/// idempotency/v1's cache of answered requests.
+#[derive(Clone)]
+pub struct Idempotency(pub(super) Db);
+
+super::handle!(Idempotency);
+
+impl Idempotency {
     /// Claims `message_id` for a request running on `node_id`: taken when no row holds it
     /// or the row's TTL ran out (inserted before `expired_before`); else the row that holds
     /// it.
-    pub async fn claim_idempotency(
+    pub async fn claim(
         &self,
         message_id: &str,
         request_hash: &str,
@@ -69,14 +75,14 @@ impl Store {
             if renewed.rows_affected() == 1 {
                 return Ok(IdempotencyClaim::Taken);
             }
-            if let Some(row) = self.idempotency(message_id).await? {
+            if let Some(row) = self.get(message_id).await? {
                 return Ok(IdempotencyClaim::Held(row));
             }
         }
         anyhow::bail!("message id {message_id} kept changing hands")
     }
 
-    pub async fn idempotency(&self, message_id: &str) -> Result<Option<IdempotencyRow>> {
+    pub async fn get(&self, message_id: &str) -> Result<Option<IdempotencyRow>> {
         let row = sqlx::query(
             "SELECT request_hash, binding, status, headers, body, inserted_at FROM idempotency
              WHERE message_id = $1",
@@ -95,7 +101,7 @@ impl Store {
     }
 
     /// Records the response of the request that took `message_id`.
-    pub async fn complete_idempotency(
+    pub async fn complete(
         &self,
         message_id: &str,
         status: u16,
@@ -115,7 +121,7 @@ impl Store {
     }
 
     /// Lets go of a claim whose request produced no response.
-    pub async fn release_idempotency(&self, message_id: &str) -> Result<()> {
+    pub async fn release(&self, message_id: &str) -> Result<()> {
         sqlx::query("DELETE FROM idempotency WHERE message_id = $1 AND status = 0")
             .bind(message_id)
             .execute(&self.pool)
@@ -125,7 +131,7 @@ impl Store {
 
     /// Lets go of the claims of requests a previous process of `node_id` was running when
     /// it stopped: their answers were never recorded.
-    pub async fn release_unanswered_idempotency(&self, node_id: &str) -> Result<u64> {
+    pub async fn release_unanswered(&self, node_id: &str) -> Result<u64> {
         let done = sqlx::query("DELETE FROM idempotency WHERE status = 0 AND node_id = $1")
             .bind(node_id)
             .execute(&self.pool)
@@ -134,7 +140,7 @@ impl Store {
     }
 
     /// Drops the entries inserted before `before`; how many.
-    pub async fn expire_idempotency(&self, before: i64) -> Result<u64> {
+    pub async fn expire(&self, before: i64) -> Result<u64> {
         let done = sqlx::query("DELETE FROM idempotency WHERE inserted_at < $1")
             .bind(before)
             .execute(&self.pool)

@@ -6,7 +6,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::frames::Frame;
-use super::{SESSION_COLUMNS, SessionRow, Store, frames, session_row};
+use super::{Db, SESSION_COLUMNS, SessionRow, frames, session_row};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeRow {
@@ -18,9 +18,15 @@ pub struct NodeRow {
     pub sessions: i64,
 }
 
-impl Store {
+/// The nodes of a cluster, their heartbeats and the sessions of dead ones.
+#[derive(Clone)]
+pub struct Nodes(pub(super) Db);
+
+super::handle!(Nodes);
+
+impl Nodes {
     /// Records that node `id` started at `now`, reachable at `advertise_url`.
-    pub async fn node_started(&self, id: &str, advertise_url: &str, now: i64) -> Result<()> {
+    pub async fn started(&self, id: &str, advertise_url: &str, now: i64) -> Result<()> {
         sqlx::query(
             "INSERT INTO nodes (id, advertise_url, started_at, last_seen) VALUES ($1, $2, $3, $4)
              ON CONFLICT (id) DO UPDATE SET advertise_url = excluded.advertise_url,
@@ -36,7 +42,7 @@ impl Store {
     }
 
     /// Node `id`'s heartbeat.
-    pub async fn node_seen(&self, id: &str, now: i64) -> Result<()> {
+    pub async fn seen(&self, id: &str, now: i64) -> Result<()> {
         sqlx::query("UPDATE nodes SET last_seen = $1 WHERE id = $2")
             .bind(now)
             .bind(id)
@@ -45,7 +51,7 @@ impl Store {
         Ok(())
     }
 
-    pub async fn nodes(&self) -> Result<Vec<NodeRow>> {
+    pub async fn all(&self) -> Result<Vec<NodeRow>> {
         let rows = sqlx::query(
             "SELECT n.id, n.advertise_url, n.started_at, n.last_seen,
                (SELECT COUNT(*) FROM sessions s WHERE s.node_id = n.id AND s.state = 'running')
@@ -56,7 +62,7 @@ impl Store {
         Ok(rows.iter().map(node_row).collect())
     }
 
-    pub async fn node(&self, id: &str) -> Result<Option<NodeRow>> {
+    pub async fn get(&self, id: &str) -> Result<Option<NodeRow>> {
         let row = sqlx::query(
             "SELECT n.id, n.advertise_url, n.started_at, n.last_seen,
                (SELECT COUNT(*) FROM sessions s WHERE s.node_id = n.id AND s.state = 'running')

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::Store;
+use super::Db;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditRow {
@@ -33,7 +33,13 @@ pub struct A202Row {
 pub(super) const COMMERCE_COLUMNS: &str = "transaction_id, sequence, object_id, version, object_type, \
      content_hash, canonical, carrier, received_at";
 
-impl Store {
+/// The audit trail and the A202 transaction streams.
+#[derive(Clone)]
+pub struct Records(pub(super) Db);
+
+super::handle!(Records);
+
+impl Records {
     pub async fn insert_audit(&self, r: &AuditRow) -> Result<()> {
         sqlx::query(
             "INSERT INTO audit (at, event, session_id, token_id, client_id, detail)

@@ -5,9 +5,9 @@
 use anyhow::Result;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{Backend, Store};
+use super::{Backend, Frames};
 
-impl Store {
+impl Frames {
     /// The bytes session `id`'s frames take.
     pub async fn session_bytes(&self, id: &str) -> Result<u64> {
         let bytes: Option<i64> =

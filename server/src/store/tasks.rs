@@ -5,7 +5,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::sync::{mpsc, oneshot};
 
-use super::Store;
+use super::Db;
 
 /// Which tasks a listing wants, newest status first.
 #[derive(Debug, Clone, Default)]
@@ -121,10 +121,32 @@ impl TaskWriter {
     }
 }
 
-impl Store {
+/// The tasks and their push configs; task writes go through one grouped writer.
+#[derive(Clone)]
+pub struct Tasks {
+    db: Db,
+    writes: mpsc::Sender<TaskWrite>,
+}
+
+impl std::ops::Deref for Tasks {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        &self.db
+    }
+}
+
+impl Tasks {
+    /// The handle, and its writer started.
+    pub(super) fn start(db: Db) -> Tasks {
+        Tasks {
+            writes: TaskWriter::start(db.pool.clone()),
+            db,
+        }
+    }
+
     /// Writes a task as it now is (insert or replace), in a group with the task writes
     /// made meanwhile; returns once it is committed.
-    pub async fn put_task(
+    pub async fn put(
         &self,
         id: &str,
         context_id: &str,
@@ -142,14 +164,14 @@ impl Store {
             written,
         };
         let gone = || anyhow::anyhow!("the task writer has stopped");
-        self.task_writes.send(write).await.map_err(|_| gone())?;
+        self.writes.send(write).await.map_err(|_| gone())?;
         answer
             .await
             .map_err(|_| gone())?
             .map_err(anyhow::Error::msg)
     }
 
-    pub async fn task(&self, id: &str) -> Result<Option<String>> {
+    pub async fn get(&self, id: &str) -> Result<Option<String>> {
         Ok(sqlx::query("SELECT task FROM tasks WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
@@ -158,10 +180,7 @@ impl Store {
     }
 
     /// One page of tasks as (status_at, id, task JSON), and how many match in all.
-    pub async fn list_tasks(
-        &self,
-        f: &TaskFilter<'_>,
-    ) -> Result<(Vec<(i64, String, String)>, i64)> {
+    pub async fn list(&self, f: &TaskFilter<'_>) -> Result<(Vec<(i64, String, String)>, i64)> {
         const WHERE: &str = "WHERE ($1 IS NULL OR context_id = $2) AND ($3 IS NULL OR state = $4)
              AND ($5 IS NULL OR status_at >= $6)";
         let count = sqlx::query(AssertSqlSafe(format!("SELECT COUNT(*) FROM tasks {WHERE}")));
@@ -189,7 +208,7 @@ impl Store {
     }
 
     /// The tasks of context (session) `context_id`, as JSON.
-    pub async fn tasks_of_context(&self, context_id: &str) -> Result<Vec<String>> {
+    pub async fn of_context(&self, context_id: &str) -> Result<Vec<String>> {
         let rows = sqlx::query("SELECT task FROM tasks WHERE context_id = $1")
             .bind(context_id)
             .fetch_all(&self.pool)
@@ -199,7 +218,7 @@ impl Store {
 
     /// Unfinished tasks, as JSON: those of one context (session), or those a node ran (in
     /// its sessions, in sessions stored before nodes, or in no session).
-    pub async fn unfinished_tasks(&self, of: TasksOf<'_>) -> Result<Vec<String>> {
+    pub async fn unfinished(&self, of: TasksOf<'_>) -> Result<Vec<String>> {
         const UNFINISHED: &str = "state IN ('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING',
              'TASK_STATE_INPUT_REQUIRED', 'TASK_STATE_AUTH_REQUIRED')";
         let (sql, id) = match of {
@@ -223,7 +242,7 @@ impl Store {
     }
 
     /// Writes a push config (insert or replace; a replaced one keeps its creation time).
-    pub async fn put_push_config(&self, c: &PushConfigRow) -> Result<()> {
+    pub async fn put_push(&self, c: &PushConfigRow) -> Result<()> {
         sqlx::query(
             "INSERT INTO push_configs (task_id, id, version, config, created_at) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (task_id, id) DO UPDATE SET version = excluded.version,
@@ -240,7 +259,7 @@ impl Store {
     }
 
     /// A task's push configs in creation order: at most `limit` after the config `after`.
-    pub async fn push_configs(
+    pub async fn pushes(
         &self,
         task_id: &str,
         after: Option<&str>,
@@ -262,7 +281,7 @@ impl Store {
         Ok(rows.iter().map(push_config_row).collect())
     }
 
-    pub async fn push_config(&self, task_id: &str, id: &str) -> Result<Option<PushConfigRow>> {
+    pub async fn push(&self, task_id: &str, id: &str) -> Result<Option<PushConfigRow>> {
         Ok(sqlx::query(AssertSqlSafe(format!(
             "SELECT {PUSH_CONFIG_COLUMNS} FROM push_configs WHERE task_id = $1 AND id = $2"
         )))
@@ -275,7 +294,7 @@ impl Store {
     }
 
     /// Deletes a push config; whether there was one.
-    pub async fn delete_push_config(&self, task_id: &str, id: &str) -> Result<bool> {
+    pub async fn delete_push(&self, task_id: &str, id: &str) -> Result<bool> {
         let done = sqlx::query("DELETE FROM push_configs WHERE task_id = $1 AND id = $2")
             .bind(task_id)
             .bind(id)

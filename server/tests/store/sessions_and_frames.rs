@@ -4,65 +4,91 @@ use super::*;
 async fn sessions_round_trip_and_pooled_ones_stay_hidden() {
     on_both_backends(async |store, b| {
         let row = session("s1", "node-a", "running");
-        store.insert_session(&row).await.unwrap();
-        assert_eq!(store.session("s1").await.unwrap(), Some(row.clone()), "{b}");
-        assert_eq!(store.start_size("s1").await.unwrap(), Some((80, 24)), "{b}");
-        store.set_session_size("s1", 120, 40).await.unwrap();
-        let resized = store.session("s1").await.unwrap().unwrap();
+        store.sessions().insert(&row).await.unwrap();
+        assert_eq!(
+            store.sessions().get("s1").await.unwrap(),
+            Some(row.clone()),
+            "{b}"
+        );
+        assert_eq!(
+            store.sessions().start_size("s1").await.unwrap(),
+            Some((80, 24)),
+            "{b}"
+        );
+        store.sessions().set_size("s1", 120, 40).await.unwrap();
+        let resized = store.sessions().get("s1").await.unwrap().unwrap();
         assert_eq!((resized.cols, resized.rows), (120, 40), "{b}");
-        assert_eq!(store.start_size("s1").await.unwrap(), Some((80, 24)), "{b}");
+        assert_eq!(
+            store.sessions().start_size("s1").await.unwrap(),
+            Some((80, 24)),
+            "{b}"
+        );
 
         store
-            .insert_session(&session("p1", "node-a", "pooled"))
+            .sessions()
+            .insert(&session("p1", "node-a", "pooled"))
             .await
             .unwrap();
         assert_eq!(
-            store.session("p1").await.unwrap(),
+            store.sessions().get("p1").await.unwrap(),
             None,
             "{b}: pooled is hidden"
         );
-        let listed: Vec<_> = store.list_sessions("local").await.unwrap();
+        let listed: Vec<_> = store.sessions().list("local").await.unwrap();
         assert_eq!(
             listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
             ["s1"],
             "{b}"
         );
         store
-            .close_session("p1", Some(0), "normal", 3, 5)
+            .sessions()
+            .close("p1", Some(0), "normal", 3, 5)
             .await
             .unwrap();
         assert!(
-            store.take_pooled("p1", 9).await.unwrap(),
+            store.sessions().take_pooled("p1", 9).await.unwrap(),
             "{b}: an ended pooled shell stays pooled"
         );
         assert!(
-            !store.take_pooled("p1", 9).await.unwrap(),
+            !store.sessions().take_pooled("p1", 9).await.unwrap(),
             "{b}: taken once"
         );
         store
-            .insert_session(&session("p2", "node-a", "pooled"))
+            .sessions()
+            .insert(&session("p2", "node-a", "pooled"))
             .await
             .unwrap();
         store
-            .insert_frames("p2", &[output(1, 1, b"x")])
+            .frames()
+            .insert("p2", &[output(1, 1, b"x")])
             .await
             .unwrap();
-        store.delete_pooled(None).await.unwrap();
-        assert!(!store.take_pooled("p2", 9).await.unwrap(), "{b}: deleted");
+        store.sessions().delete_pooled(None).await.unwrap();
         assert!(
-            store.frames_between("p2", 0, 10).await.unwrap().is_empty(),
+            !store.sessions().take_pooled("p2", 9).await.unwrap(),
+            "{b}: deleted"
+        );
+        assert!(
+            store
+                .frames()
+                .between("p2", 0, 10)
+                .await
+                .unwrap()
+                .is_empty(),
             "{b}"
         );
 
         store
-            .insert_session(&session("old", "", "running"))
+            .sessions()
+            .insert(&session("old", "", "running"))
             .await
             .unwrap();
         store
-            .insert_session(&session("other", "node-b", "running"))
+            .sessions()
+            .insert(&session("other", "node-b", "running"))
             .await
             .unwrap();
-        let mut mine: Vec<_> = (store.running_sessions("node-a").await.unwrap())
+        let mut mine: Vec<_> = (store.sessions().running("node-a").await.unwrap())
             .into_iter()
             .map(|s| s.id)
             .collect();
@@ -74,10 +100,11 @@ async fn sessions_round_trip_and_pooled_ones_stay_hidden() {
         );
 
         store
-            .close_session("s1", Some(3), "normal", 7, 99)
+            .sessions()
+            .close("s1", Some(3), "normal", 7, 99)
             .await
             .unwrap();
-        let closed = store.session("s1").await.unwrap().unwrap();
+        let closed = store.sessions().get("s1").await.unwrap().unwrap();
         assert_eq!(
             (
                 closed.state.as_str(),
@@ -97,7 +124,8 @@ async fn tokens_are_found_by_hash_listed_by_share_link_and_revoked_once() {
     on_both_backends(async |store, b| {
         for (id, kind, session) in [("t1", "cli", None), ("t2", "share", Some("s1"))] {
             store
-                .insert_token(NewToken {
+                .tokens()
+                .insert(NewToken {
                     id,
                     hash: &format!("hash-{id}"),
                     scope: "pty:observe",
@@ -111,37 +139,42 @@ async fn tokens_are_found_by_hash_listed_by_share_link_and_revoked_once() {
                 .unwrap();
         }
         assert_eq!(
-            store.token_by_hash("hash-t2").await.unwrap().unwrap().id,
+            store.tokens().by_hash("hash-t2").await.unwrap().unwrap().id,
             "t2",
             "{b}"
         );
-        assert_eq!(store.token_by_hash("nope").await.unwrap(), None, "{b}");
-        assert_eq!(store.count_tokens().await.unwrap(), 2, "{b}");
+        assert_eq!(store.tokens().by_hash("nope").await.unwrap(), None, "{b}");
+        assert_eq!(store.tokens().count().await.unwrap(), 2, "{b}");
         let ids = ["t1".to_owned(), "t2".to_owned(), "gone".to_owned()];
-        let mut found: Vec<_> = (store.tokens_by_id(&ids).await.unwrap())
+        let mut found: Vec<_> = (store.tokens().by_ids(&ids).await.unwrap())
             .into_iter()
             .map(|t| t.id)
             .collect();
         found.sort();
         assert_eq!(found, ["t1", "t2"], "{b}");
-        let links = store.list_tokens(Some(("s1", 0))).await.unwrap();
+        let links = store.tokens().list(Some(("s1", 0))).await.unwrap();
         assert_eq!(links.len(), 1, "{b}");
         assert!(
-            !store.revoke_token("t1", Some("s1"), 20).await.unwrap(),
+            !store.tokens().revoke("t1", Some("s1"), 20).await.unwrap(),
             "{b}: not a link of s1"
         );
         assert!(
-            store.revoke_token("t2", Some("s1"), 20).await.unwrap(),
+            store.tokens().revoke("t2", Some("s1"), 20).await.unwrap(),
             "{b}"
         );
         assert!(
-            !store.revoke_token("t2", None, 21).await.unwrap(),
+            !store.tokens().revoke("t2", None, 21).await.unwrap(),
             "{b}: revoked once"
         );
-        let t2 = store.token_by_hash("hash-t2").await.unwrap().unwrap();
+        let t2 = store.tokens().by_hash("hash-t2").await.unwrap().unwrap();
         assert_eq!(t2.revoked_at, Some(20), "{b}");
         assert!(
-            store.list_tokens(Some(("s1", 0))).await.unwrap().is_empty(),
+            store
+                .tokens()
+                .list(Some(("s1", 0)))
+                .await
+                .unwrap()
+                .is_empty(),
             "{b}"
         );
     })
@@ -152,7 +185,8 @@ async fn tokens_are_found_by_hash_listed_by_share_link_and_revoked_once() {
 async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_keyframe_and_kind() {
     on_both_backends(async |store, b| {
         store
-            .insert_session(&session("s", "n", "running"))
+            .sessions()
+            .insert(&session("s", "n", "running"))
             .await
             .unwrap();
         let text = b"cargo build: Compiling some-crate v1.2.3\r\n".repeat(1600);
@@ -166,7 +200,7 @@ async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_keyfram
             envelope(6, 400, "Keyframe"),
             output(7, 500, b"after"),
         ];
-        let stored = store.insert_frames("s", &frames).await.unwrap();
+        let stored = store.frames().insert("s", &frames).await.unwrap();
         assert!(
             stored < (text.len() + noise.len()) as u64,
             "{b}: the text is compressed"
@@ -175,38 +209,71 @@ async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_keyfram
             stored >= noise.len() as u64,
             "{b}: noise is stored as it is"
         );
-        assert_eq!(store.session_bytes("s").await.unwrap(), stored, "{b}");
         assert_eq!(
-            store.frames_between("s", 0, 8).await.unwrap(),
+            store.frames().session_bytes("s").await.unwrap(),
+            stored,
+            "{b}"
+        );
+        assert_eq!(
+            store.frames().between("s", 0, 8).await.unwrap(),
             frames,
             "{b}"
         );
         assert_eq!(
-            store.session("s").await.unwrap().unwrap().last_sequence,
+            store
+                .sessions()
+                .get("s")
+                .await
+                .unwrap()
+                .unwrap()
+                .last_sequence,
             7,
             "{b}"
         );
-        let page = store.frames_from("s", 3, 2).await.unwrap();
+        let page = store.frames().from("s", 3, 2).await.unwrap();
         assert_eq!(page, frames[2..4], "{b}");
-        assert_eq!(store.sequence_at("s", 350).await.unwrap(), Some(5), "{b}");
-        assert_eq!(store.sequence_at("s", 50).await.unwrap(), None, "{b}");
-        assert_eq!(store.keyframe_before("s", 5).await.unwrap(), Some(4), "{b}");
-        assert_eq!(store.keyframe_before("s", 3).await.unwrap(), None, "{b}");
         assert_eq!(
-            store.frames_from_last_keyframe("s").await.unwrap(),
+            store.frames().sequence_at("s", 350).await.unwrap(),
+            Some(5),
+            "{b}"
+        );
+        assert_eq!(
+            store.frames().sequence_at("s", 50).await.unwrap(),
+            None,
+            "{b}"
+        );
+        assert_eq!(
+            store.frames().keyframe_before("s", 5).await.unwrap(),
+            Some(4),
+            "{b}"
+        );
+        assert_eq!(
+            store.frames().keyframe_before("s", 3).await.unwrap(),
+            None,
+            "{b}"
+        );
+        assert_eq!(
+            store.frames().from_last_keyframe("s").await.unwrap(),
             frames[5..],
             "{b}"
         );
-        let first = store.first_sized_frame("s").await.unwrap().unwrap();
+        let first = store
+            .frames()
+            .first_sized_frame("s")
+            .await
+            .unwrap()
+            .unwrap();
         assert!(String::from_utf8(first).unwrap().contains("Resize"), "{b}");
         // Frames of some kinds only, in order, a page at a time.
         let marked = store
-            .frames_of_kinds("s", &["Resize", "Keyframe"], 1, 2)
+            .frames()
+            .of_kinds("s", &["Resize", "Keyframe"], 1, 2)
             .await
             .unwrap();
         assert_eq!(marked, [frames[0].clone(), frames[3].clone()], "{b}");
         let rest = store
-            .frames_of_kinds("s", &["Resize", "Keyframe"], 5, 2)
+            .frames()
+            .of_kinds("s", &["Resize", "Keyframe"], 5, 2)
             .await
             .unwrap();
         assert_eq!(rest, frames[5..6], "{b}");
@@ -218,79 +285,102 @@ async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_keyfram
 async fn pruning_drops_a_prefix_and_raises_the_replay_floor_and_reservations_only_grow() {
     on_both_backends(async |store, b| {
         store
-            .insert_session(&session("s", "n", "running"))
+            .sessions()
+            .insert(&session("s", "n", "running"))
             .await
             .unwrap();
         let frames: Vec<_> = (1..=10)
             .map(|i| output(i, i as i64 * 10, &[b'x'; 100]))
             .collect();
-        store.insert_frames("s", &frames).await.unwrap();
+        store.frames().insert("s", &frames).await.unwrap();
         assert_eq!(
-            store.prune_frames("s", 3, 1_000).await.unwrap(),
+            store.frames().prune("s", 3, 1_000).await.unwrap(),
             Some(3),
             "{b}"
         );
         assert_eq!(
-            store.prune_frames("s", 8, 45).await.unwrap(),
+            store.frames().prune("s", 8, 45).await.unwrap(),
             Some(4),
             "{b}: bounded by time"
         );
         assert_eq!(
-            store.session("s").await.unwrap().unwrap().replay_floor,
+            store
+                .sessions()
+                .get("s")
+                .await
+                .unwrap()
+                .unwrap()
+                .replay_floor,
             4,
             "{b}"
         );
         assert_eq!(
-            store.prune_to_bytes("s", 250).await.unwrap(),
+            store.frames().prune_to_bytes("s", 250).await.unwrap(),
             Some(8),
             "{b}"
         );
-        assert_eq!(store.session_bytes("s").await.unwrap(), 200, "{b}");
-        store.raise_replay_floor("s", 2).await.unwrap();
+        assert_eq!(store.frames().session_bytes("s").await.unwrap(), 200, "{b}");
+        store.frames().raise_replay_floor("s", 2).await.unwrap();
         assert_eq!(
-            store.session("s").await.unwrap().unwrap().replay_floor,
+            store
+                .sessions()
+                .get("s")
+                .await
+                .unwrap()
+                .unwrap()
+                .replay_floor,
             8,
             "{b}: never lowered"
         );
-        store.reserve_sequences("s", 500).await.unwrap();
-        store.reserve_sequences("s", 100).await.unwrap();
+        store.frames().reserve_sequences("s", 500).await.unwrap();
+        store.frames().reserve_sequences("s", 100).await.unwrap();
         assert_eq!(
-            store.session("s").await.unwrap().unwrap().sequence_reserved,
+            store
+                .sessions()
+                .get("s")
+                .await
+                .unwrap()
+                .unwrap()
+                .sequence_reserved,
             500,
             "{b}"
         );
 
         store
-            .close_session("s", None, "normal", 10, 1_000)
+            .sessions()
+            .close("s", None, "normal", 10, 1_000)
             .await
             .unwrap();
         store
-            .put_task("t", "s", "TASK_STATE_COMPLETED", 5, "{}")
+            .tasks()
+            .put("t", "s", "TASK_STATE_COMPLETED", 5, "{}")
             .await
             .unwrap();
         assert_eq!(
-            store.closed_with_history(None, 10).await.unwrap(),
+            store.frames().closed_with_history(None, 10).await.unwrap(),
             ["s"],
             "{b}"
         );
         assert!(
             store
+                .frames()
                 .closed_with_history(Some(1_000), 10)
                 .await
                 .unwrap()
                 .is_empty(),
             "{b}"
         );
-        store.drop_history("s").await.unwrap();
+        store.frames().drop_history("s").await.unwrap();
         assert!(
             store
+                .frames()
                 .closed_with_history(None, 10)
                 .await
                 .unwrap()
                 .is_empty(),
             "{b}"
         );
-        assert_eq!(store.task("t").await.unwrap(), None, "{b}");
+        assert_eq!(store.tasks().get("t").await.unwrap(), None, "{b}");
     })
     .await;
 }
@@ -299,18 +389,20 @@ async fn pruning_drops_a_prefix_and_raises_the_replay_floor_and_reservations_onl
 async fn tasks_are_replaced_filtered_paged_and_found_unfinished_by_context_and_node() {
     on_both_backends(async |store, b| {
         store
-            .insert_session(&session("here", "node-a", "running"))
+            .sessions()
+            .insert(&session("here", "node-a", "running"))
             .await
             .unwrap();
         store
-            .insert_session(&session("there", "node-b", "running"))
+            .sessions()
+            .insert(&session("there", "node-b", "running"))
             .await
             .unwrap();
         let put = |id: &'static str, ctx: &'static str, state: &'static str, at: i64| {
             let store = store.clone();
             async move {
                 let json = format!(r#"{{"id":"{id}","state":"{state}"}}"#);
-                store.put_task(id, ctx, state, at, &json).await.unwrap();
+                store.tasks().put(id, ctx, state, at, &json).await.unwrap();
             }
         };
         put("t1", "here", "TASK_STATE_WORKING", 10).await;
@@ -319,7 +411,13 @@ async fn tasks_are_replaced_filtered_paged_and_found_unfinished_by_context_and_n
         put("t4", "nowhere", "TASK_STATE_SUBMITTED", 40).await;
         put("t1", "here", "TASK_STATE_FAILED", 50).await;
         assert!(
-            store.task("t1").await.unwrap().unwrap().contains("FAILED"),
+            store
+                .tasks()
+                .get("t1")
+                .await
+                .unwrap()
+                .unwrap()
+                .contains("FAILED"),
             "{b}: replaced"
         );
 
@@ -327,7 +425,7 @@ async fn tasks_are_replaced_filtered_paged_and_found_unfinished_by_context_and_n
             limit: 2,
             ..TaskFilter::default()
         };
-        let (page, total) = store.list_tasks(&all).await.unwrap();
+        let (page, total) = store.tasks().list(&all).await.unwrap();
         assert_eq!(total, 4, "{b}");
         let ids: Vec<_> = page.iter().map(|(_, id, _)| id.as_str()).collect();
         assert_eq!(ids, ["t1", "t4"], "{b}: newest status first");
@@ -337,7 +435,7 @@ async fn tasks_are_replaced_filtered_paged_and_found_unfinished_by_context_and_n
             limit: 10,
             ..TaskFilter::default()
         };
-        let ids: Vec<_> = (store.list_tasks(&next).await.unwrap().0)
+        let ids: Vec<_> = (store.tasks().list(&next).await.unwrap().0)
             .into_iter()
             .map(|(_, id, _)| id)
             .collect();
@@ -349,12 +447,12 @@ async fn tasks_are_replaced_filtered_paged_and_found_unfinished_by_context_and_n
             limit: 10,
             ..TaskFilter::default()
         };
-        assert_eq!(store.list_tasks(&here).await.unwrap().1, 1, "{b}");
+        assert_eq!(store.tasks().list(&here).await.unwrap().1, 1, "{b}");
 
         let unfinished = |of| {
             let store = store.clone();
             async move {
-                let mut ids: Vec<String> = (store.unfinished_tasks(of).await.unwrap())
+                let mut ids: Vec<String> = (store.tasks().unfinished(of).await.unwrap())
                     .iter()
                     .map(|j| {
                         serde_json::from_str::<serde_json::Value>(j).unwrap()["id"].to_string()
@@ -388,21 +486,21 @@ async fn tasks_are_replaced_filtered_paged_and_found_unfinished_by_context_and_n
                 config: "{}".into(),
                 created_at: at,
             };
-            store.put_push_config(&config).await.unwrap();
+            store.tasks().put_push(&config).await.unwrap();
         }
-        let after: Vec<_> = (store.push_configs("t2", Some("c1"), 10).await.unwrap())
+        let after: Vec<_> = (store.tasks().pushes("t2", Some("c1"), 10).await.unwrap())
             .into_iter()
             .map(|c| c.id)
             .collect();
         assert_eq!(after, ["c2", "c3"], "{b}");
         assert_eq!(
-            store.push_configs("t2", None, 1).await.unwrap().len(),
+            store.tasks().pushes("t2", None, 1).await.unwrap().len(),
             1,
             "{b}"
         );
-        assert!(store.delete_push_config("t2", "c2").await.unwrap(), "{b}");
-        assert!(!store.delete_push_config("t2", "c2").await.unwrap(), "{b}");
-        assert_eq!(store.push_config("t2", "c2").await.unwrap(), None, "{b}");
+        assert!(store.tasks().delete_push("t2", "c2").await.unwrap(), "{b}");
+        assert!(!store.tasks().delete_push("t2", "c2").await.unwrap(), "{b}");
+        assert_eq!(store.tasks().push("t2", "c2").await.unwrap(), None, "{b}");
     })
     .await;
 }

@@ -4,7 +4,8 @@ use super::*;
 async fn task_writes_made_at_once_are_all_committed_and_each_task_keeps_its_last() {
     on_both_backends(async |store, b| {
         store
-            .insert_session(&session("ctx", "node-a", "running"))
+            .sessions()
+            .insert(&session("ctx", "node-a", "running"))
             .await
             .unwrap();
         // 200 writes at once (more than one group): 100 tasks, each written twice in order.
@@ -14,7 +15,8 @@ async fn task_writes_made_at_once_are_all_committed_and_each_task_keeps_its_last
             async move {
                 let json = format!(r#"{{"id":"{id}","version":{version}}}"#);
                 store
-                    .put_task(&id, "ctx", "TASK_STATE_WORKING", n, &json)
+                    .tasks()
+                    .put(&id, "ctx", "TASK_STATE_WORKING", n, &json)
                     .await
             }
         });
@@ -22,7 +24,7 @@ async fn task_writes_made_at_once_are_all_committed_and_each_task_keeps_its_last
             written.unwrap();
         }
         for i in 0..100 {
-            let task = store.task(&format!("t{i}")).await.unwrap();
+            let task = store.tasks().get(&format!("t{i}")).await.unwrap();
             assert!(
                 task.unwrap().contains(r#""version":1"#),
                 "{b}: t{i} keeps its last"
@@ -44,14 +46,18 @@ async fn audit_and_a202_streams_append_and_read_back_in_order() {
                 client_id: None,
                 detail: "{}".into(),
             };
-            store.insert_audit(&row).await.unwrap();
+            store.records().insert_audit(&row).await.unwrap();
         }
-        let events: Vec<_> = (store.audit(Some("s1"), 10).await.unwrap())
+        let events: Vec<_> = (store.records().audit(Some("s1"), 10).await.unwrap())
             .into_iter()
             .map(|r| r.event)
             .collect();
         assert_eq!(events, ["e3", "e1"], "{b}: newest first");
-        assert_eq!(store.audit(None, 2).await.unwrap().len(), 2, "{b}");
+        assert_eq!(
+            store.records().audit(None, 2).await.unwrap().len(),
+            2,
+            "{b}"
+        );
 
         let object = |sequence, object_id: &str| A202Row {
             transaction_id: "tx".into(),
@@ -65,20 +71,29 @@ async fn audit_and_a202_streams_append_and_read_back_in_order() {
             received_at: "2026-12-01T00:00:00Z".into(),
         };
         store
+            .records()
             .a202_append(&[object(1, "o1"), object(2, "o2")])
             .await
             .unwrap();
-        assert_eq!(store.a202_sequence("tx").await.unwrap(), 2, "{b}");
-        assert_eq!(store.a202_sequence("none").await.unwrap(), 0, "{b}");
+        assert_eq!(store.records().a202_sequence("tx").await.unwrap(), 2, "{b}");
         assert_eq!(
-            store.a202_find("o2", 1).await.unwrap(),
+            store.records().a202_sequence("none").await.unwrap(),
+            0,
+            "{b}"
+        );
+        assert_eq!(
+            store.records().a202_find("o2", 1).await.unwrap(),
             Some((2, "hash-o2".into())),
             "{b}"
         );
-        let stream = store.a202_stream("tx").await.unwrap();
+        let stream = store.records().a202_stream("tx").await.unwrap();
         assert_eq!(stream, [object(1, "o1"), object(2, "o2")], "{b}");
         assert!(
-            store.a202_append(&[object(3, "o1")]).await.is_err(),
+            store
+                .records()
+                .a202_append(&[object(3, "o1")])
+                .await
+                .is_err(),
             "{b}: an id and version once"
         );
     })
@@ -88,25 +103,31 @@ async fn audit_and_a202_streams_append_and_read_back_in_order() {
 #[tokio::test]
 async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
     on_both_backends(async |store, b| {
-        store.node_started("a", "http://a", 1_000).await.unwrap();
-        store.node_started("b", "http://b", 1_000).await.unwrap();
-        store.node_seen("b", 9_000).await.unwrap();
+        store.nodes().started("a", "http://a", 1_000).await.unwrap();
+        store.nodes().started("b", "http://b", 1_000).await.unwrap();
+        store.nodes().seen("b", 9_000).await.unwrap();
         store
-            .insert_session(&session("sa", "a", "running"))
+            .sessions()
+            .insert(&session("sa", "a", "running"))
             .await
             .unwrap();
         store
-            .insert_session(&session("sb", "b", "running"))
+            .sessions()
+            .insert(&session("sb", "b", "running"))
             .await
             .unwrap();
-        let nodes = store.nodes().await.unwrap();
+        let nodes = store.nodes().all().await.unwrap();
         let seen: Vec<_> = nodes
             .iter()
             .map(|n| (n.id.as_str(), n.last_seen, n.sessions))
             .collect();
         assert_eq!(seen, [("a", 1_000, 1), ("b", 9_000, 1)], "{b}");
 
-        let dead = store.sessions_of_dead_nodes("b", 5_000).await.unwrap();
+        let dead = store
+            .nodes()
+            .sessions_of_dead_nodes("b", 5_000)
+            .await
+            .unwrap();
         assert_eq!(
             dead.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
             ["sa"],
@@ -114,6 +135,7 @@ async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
         );
         assert!(
             store
+                .nodes()
                 .sessions_of_dead_nodes("a", 5_000)
                 .await
                 .unwrap()
@@ -126,6 +148,7 @@ async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
         ];
         assert!(
             store
+                .nodes()
                 .close_abandoned("sa", &last, "node_lost", 9_000)
                 .await
                 .unwrap(),
@@ -133,12 +156,13 @@ async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
         );
         assert!(
             !store
+                .nodes()
                 .close_abandoned("sa", &last, "node_lost", 9_001)
                 .await
                 .unwrap(),
             "{b}"
         );
-        let sa = store.session("sa").await.unwrap().unwrap();
+        let sa = store.sessions().get("sa").await.unwrap().unwrap();
         assert_eq!(
             (sa.state.as_str(), sa.close_reason.as_deref()),
             ("closed", Some("node_lost")),
@@ -146,19 +170,23 @@ async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
         );
         assert_eq!(sa.last_sequence, 66, "{b}");
         assert_eq!(
-            store.frames_from_last_keyframe("sa").await.unwrap(),
+            store.frames().from_last_keyframe("sa").await.unwrap(),
             last,
             "{b}"
         );
-        assert_eq!(store.node("a").await.unwrap().unwrap().sessions, 0, "{b}");
+        assert_eq!(
+            store.nodes().get("a").await.unwrap().unwrap().sessions,
+            0,
+            "{b}"
+        );
 
         assert_eq!(
-            store.cluster_value("k", "first").await.unwrap(),
+            store.nodes().cluster_value("k", "first").await.unwrap(),
             "first",
             "{b}"
         );
         assert_eq!(
-            store.cluster_value("k", "second").await.unwrap(),
+            store.nodes().cluster_value("k", "second").await.unwrap(),
             "first",
             "{b}"
         );
@@ -170,7 +198,8 @@ async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
 async fn the_bytes_in_use_fall_when_a_closed_session_s_history_is_dropped() {
     on_both_backends(async |store, b| {
         store
-            .insert_session(&session("s", "n", "running"))
+            .sessions()
+            .insert(&session("s", "n", "running"))
             .await
             .unwrap();
         let frames: Vec<_> = (1..=200)
@@ -179,15 +208,16 @@ async fn the_bytes_in_use_fall_when_a_closed_session_s_history_is_dropped() {
                 output(i, i as i64, &noise)
             })
             .collect();
-        store.insert_frames("s", &frames).await.unwrap();
-        let full = store.bytes_in_use().await.unwrap();
+        store.frames().insert("s", &frames).await.unwrap();
+        let full = store.frames().bytes_in_use().await.unwrap();
         assert!(full >= 200 * 8192, "{b}: {full}");
         store
-            .close_session("s", None, "normal", 200, 1_000)
+            .sessions()
+            .close("s", None, "normal", 200, 1_000)
             .await
             .unwrap();
-        store.drop_history("s").await.unwrap();
-        let left = store.bytes_in_use().await.unwrap();
+        store.frames().drop_history("s").await.unwrap();
+        let left = store.frames().bytes_in_use().await.unwrap();
         assert!(full - left >= 1024 * 1024, "{b}: {full} -> {left}");
     })
     .await;

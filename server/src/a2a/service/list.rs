@@ -68,7 +68,8 @@ impl TaskService {
         let (rows, total) = self
             .inner
             .store
-            .list_tasks(&TaskFilter {
+            .tasks()
+            .list(&TaskFilter {
                 context_id: context,
                 state: q.status.map(TaskState::name),
                 status_after_ms,

@@ -132,7 +132,7 @@ impl TaskService {
     /// Fails unfinished tasks whose process is gone, saying `why`, and tells their push
     /// configs.
     pub async fn fail_unfinished(&self, of: TasksOf<'_>, why: &str) -> anyhow::Result<()> {
-        for json in self.inner.store.unfinished_tasks(of).await? {
+        for json in self.inner.store.tasks().unfinished(of).await? {
             let mut task: Task = serde_json::from_str(&json)?;
             task.status = status(TaskState::Failed, Some(why.into()), None);
             self.persist(&task).await?;
@@ -151,7 +151,8 @@ impl TaskService {
         let json = serde_json::to_string(task)?;
         let state = task.status.state;
         (self.inner.store)
-            .put_task(&task.id, &task.context_id, state.name(), at, &json)
+            .tasks()
+            .put(&task.id, &task.context_id, state.name(), at, &json)
             .await?;
         if state.is_terminal() {
             self.inner.finished.keep(task, json.len());
@@ -370,7 +371,7 @@ impl TaskService {
         {
             return Ok(Some(t));
         }
-        let Some(json) = self.inner.store.task(id).await? else {
+        let Some(json) = self.inner.store.tasks().get(id).await? else {
             return Ok(None);
         };
         let task: Task = serde_json::from_str(&json).map_err(anyhow::Error::from)?;

@@ -59,7 +59,7 @@ async fn goodbye(client: &mut Socket, reason: &str) {
 async fn finish_lost(mut client: Socket, state: &AppState, sid: &str, within: Duration) {
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        match state.store.session(sid).await {
+        match state.store.sessions().get(sid).await {
             Ok(Some(row)) if row.state != "running" => break,
             _ if tokio::time::Instant::now() >= deadline => {
                 let _ = client.send(close(1011, "node_lost")).await;
@@ -68,7 +68,7 @@ async fn finish_lost(mut client: Socket, state: &AppState, sid: &str, within: Du
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
-    if let Ok(frames) = state.store.frames_from_last_keyframe(sid).await {
+    if let Ok(frames) = state.store.frames().from_last_keyframe(sid).await {
         for f in frames.into_iter().filter(|f| !is_task_update(f)) {
             if let FrameBody::Envelope { text, .. } = f.body
                 && let Ok(text) = text.try_into()

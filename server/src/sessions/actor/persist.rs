@@ -34,7 +34,7 @@ pub(super) async fn write_behind(
     persisted: watch::Sender<Persisted>,
     settings: SessionSettings,
 ) {
-    let stored = store.session_bytes(&id).await.unwrap_or(0);
+    let stored = store.frames().session_bytes(&id).await.unwrap_or(0);
     let mut w = Writer {
         store,
         id,
@@ -73,7 +73,7 @@ pub(super) async fn write_behind(
                 }
                 Persist::Size(cols, rows) => {
                     w.flush().await;
-                    if let Err(e) = w.store.set_session_size(&w.id, cols, rows).await {
+                    if let Err(e) = w.store.sessions().set_size(&w.id, cols, rows).await {
                         tracing::error!(session_id = %w.id, error = %e, "persisting size failed");
                     }
                 }
@@ -126,7 +126,7 @@ impl Writer {
         let what = format!("persisting frames of session {id}");
         let frames = &self.frames;
         let bytes = store
-            .until_written(&what, || store.insert_frames(id, frames))
+            .until_written(&what, || store.frames().insert(id, frames))
             .await;
         tracing::trace!(session_id = %id, first, last, bytes, "persisted frames");
         self.frames.clear();
@@ -136,11 +136,15 @@ impl Writer {
         if lost > self.persisted.borrow().floor {
             let what = format!("moving the replay floor of session {id} past lost frames");
             store
-                .until_written(&what, || store.raise_replay_floor(id, lost))
+                .until_written(&what, || store.frames().raise_replay_floor(id, lost))
                 .await;
             tracing::warn!(session_id = %id, lost_upto = lost, "frames the store refused are lost from replay");
             self.persisted.send_modify(|p| p.floor = p.floor.max(lost));
-            self.stored = store.session_bytes(id).await.unwrap_or(self.stored);
+            self.stored = store
+                .frames()
+                .session_bytes(id)
+                .await
+                .unwrap_or(self.stored);
         }
     }
 
@@ -153,7 +157,8 @@ impl Writer {
             .unwrap_or_default();
         if let Err(e) = self
             .store
-            .close_session(&self.id, exit_code, &reason, last, clock::now_ms())
+            .sessions()
+            .close(&self.id, exit_code, &reason, last, clock::now_ms())
             .await
         {
             tracing::error!(session_id = %self.id, error = %e, "persisting close failed");
@@ -164,7 +169,7 @@ impl Writer {
     /// of it, so this does not run at every batch) and the replay floor moves past them.
     async fn prune_to_bytes(&mut self, cap: u64) {
         let id = self.id.as_str();
-        match self.store.prune_to_bytes(id, cap / 10 * 9).await {
+        match self.store.frames().prune_to_bytes(id, cap / 10 * 9).await {
             Ok(Some(floor)) => {
                 tracing::debug!(session_id = %id, floor, cap, "pruned replay frames to the byte cap");
                 self.persisted.send_modify(|p| p.floor = p.floor.max(floor));
@@ -174,7 +179,7 @@ impl Writer {
                 tracing::error!(session_id = %id, error = %e, "pruning frames to the byte cap failed")
             }
         }
-        self.stored = self.store.session_bytes(id).await.unwrap_or(cap);
+        self.stored = self.store.frames().session_bytes(id).await.unwrap_or(cap);
     }
 
     /// Reserves sequences up to `upto`, retrying until the store takes it.
@@ -182,7 +187,7 @@ impl Writer {
         let (store, id) = (&self.store, self.id.as_str());
         let what = format!("reserving sequences of session {id}");
         store
-            .until_written(&what, || store.reserve_sequences(id, upto))
+            .until_written(&what, || store.frames().reserve_sequences(id, upto))
             .await;
         self.persisted
             .send_modify(|p| p.reserved = p.reserved.max(upto));
@@ -197,7 +202,7 @@ impl Writer {
             .upto
             .saturating_sub(settings.replay_frames as u64);
         let before = clock::now_ms() - settings.replay_retention.as_millis() as i64;
-        match self.store.prune_frames(id, upto, before).await {
+        match self.store.frames().prune(id, upto, before).await {
             Ok(Some(floor)) => {
                 tracing::debug!(session_id = %id, floor, "pruned replay frames");
                 self.persisted.send_modify(|p| p.floor = p.floor.max(floor));

@@ -220,7 +220,8 @@ impl Connection {
                     let frames = self
                         .state
                         .store
-                        .frames_between(&self.session_id, after, before)
+                        .frames()
+                        .between(&self.session_id, after, before)
                         .await
                         .map_err(|e| {
                             tracing::error!(error = %e, "reading replay failed");
@@ -276,18 +277,19 @@ impl Connection {
         let sid = &self.session_id;
         let result: anyhow::Result<()> = async {
             let (last, floor) = store
-                .session(sid)
+                .sessions()
+                .get(sid)
                 .await?
                 .map_or((0, 0), |r| (r.last_sequence, r.replay_floor));
             let frames = match replay_from {
                 Some(after) if sessions::replay::replayable(after, floor, last) => {
-                    store.frames_between(sid, after, last + 1).await?
+                    store.frames().between(sid, after, last + 1).await?
                 }
                 Some(_) => {
                     let _ = self.send(sink, out_of_range(id.clone(), floor, last)).await;
-                    store.frames_from_last_keyframe(sid).await?
+                    store.frames().from_last_keyframe(sid).await?
                 }
-                None => store.frames_from_last_keyframe(sid).await?,
+                None => store.frames().from_last_keyframe(sid).await?,
             };
             for f in frames.iter().filter(|f| !is_task_update(f)) {
                 self.send_bytes(sink, envelope(f))

@@ -311,7 +311,8 @@ impl TaskContext {
             let mut start = from + 1;
             while start < before {
                 let page = (self.state.store)
-                    .frames_of_kinds(&self.session_id, &[TASK_UPDATE], start, UPDATE_PAGE)
+                    .frames()
+                    .of_kinds(&self.session_id, &[TASK_UPDATE], start, UPDATE_PAGE)
                     .await;
                 let page = match page {
                     Ok(page) => page,
