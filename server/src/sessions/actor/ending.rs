@@ -66,7 +66,7 @@ impl Actor {
         self.farewell(&[keyframe, closed], goodbye);
         self.publish_status();
         let (done, flushed) = oneshot::channel();
-        self.persist.send(Persist::Close {
+        self.sequences.send(Persist::Close {
             exit_code: exit.code,
             reason,
             done,
@@ -113,7 +113,7 @@ impl Actor {
         let keyframe = self.broadcast(keyframe, None);
         self.farewell(&[keyframe], "server_shutdown");
         let (done, flushed) = oneshot::channel();
-        self.persist.send(Persist::Flush(done));
+        self.sequences.send(Persist::Flush(done));
         let _ = flushed.await;
         tracing::info!(session_id = %self.id, "detached from a managed session; it goes on");
         self.registry.retire(&self.id);

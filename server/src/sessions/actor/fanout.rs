@@ -11,7 +11,7 @@ use wire::{Base64Bytes, ClientRef, ErrorCode, PtyErrorCode, Role, SNAPSHOT_FORMA
 use super::backlog::Persist;
 use super::shell::ShellSide;
 use super::window::Window;
-use super::{Actor, BACKLOG_BYTES, Member};
+use super::{Actor, Member};
 use crate::clock;
 use crate::sessions::{
     LiveStatus, MembershipSlot, Outbound, OutputEncoding, SessionRefusal, encode_frame, envelope,
@@ -93,15 +93,15 @@ impl Actor {
     /// store refuses writes, both are bounded instead: the ring evicts frames not yet
     /// persisted, and the backlog sheds its oldest.
     pub(super) fn retain(&mut self, frame: Frame) {
-        let refusing = *self.refusing.borrow();
+        let refusing = self.sequences.refusing();
         self.ring.push(frame.clone());
         self.ring.evict(match refusing {
             true => u64::MAX,
-            false => self.persisted.borrow().upto,
+            false => self.sequences.persisted().upto,
         });
-        self.persist.send(Persist::Frame(frame));
+        self.sequences.send(Persist::Frame(frame));
         if refusing {
-            self.persist.shed(BACKLOG_BYTES);
+            self.sequences.shed();
         }
     }
 
@@ -153,7 +153,7 @@ impl Actor {
         let i = self.index(client_id).ok_or_else(|| {
             SessionRefusal::new(ErrorCode::InvalidRequest, "join the session first")
         })?;
-        if sequence > self.seq {
+        if sequence > self.sequences.current() {
             return Err(SessionRefusal::new(
                 ErrorCode::InvalidRequest,
                 format!("sequence {sequence} has not been sent yet"),
@@ -204,7 +204,7 @@ impl Actor {
             snapshot_format: SNAPSHOT_FORMAT.into(),
             snapshot_cols: cols,
             snapshot_rows: rows,
-            anchor_sequence: self.seq,
+            anchor_sequence: self.sequences.current(),
         }
     }
 

@@ -108,15 +108,15 @@ impl Actor {
     /// Output the store refused is not replayable: what the backlog shed, and what the ring
     /// evicted while it waits for the store.
     pub(super) fn replay_plan(&self, after: u64) -> Replay {
-        let current = self.seq;
+        let current = self.sequences.current();
         let ring_oldest = self.ring.oldest();
-        let persisted = *self.persisted.borrow();
+        let persisted = self.sequences.persisted();
         let waiting = ring_oldest
             .filter(|&o| o > persisted.upto + 1)
             .map(|o| o - 1);
         let floor = [
             persisted.floor,
-            self.persist.lost_upto(),
+            self.sequences.lost_upto(),
             waiting.unwrap_or(0),
         ]
         .into_iter()
@@ -213,7 +213,7 @@ impl Actor {
             .map_err(|e| format!("resize failed: {e}"))?;
         self.screen.resize(cols, rows);
         self.broadcast(SessionFrame::Resize { cols, rows }, None);
-        self.persist.send(Persist::Size(cols, rows));
+        self.sequences.send(Persist::Size(cols, rows));
         self.publish_status();
         Ok(())
     }

@@ -6,7 +6,7 @@
 //! the write-behind).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use super::host::Host;
@@ -23,6 +23,7 @@ mod ending;
 mod fanout;
 mod members;
 mod persist;
+mod sequences;
 mod shell;
 mod updates;
 mod window;
@@ -36,9 +37,10 @@ use super::{
 use crate::auth::Scope;
 use crate::clock;
 use crate::store::Store;
-use backlog::Persist;
 pub use persist::Persisted;
 use persist::write_behind;
+pub use sequences::RESERVE_AHEAD;
+use sequences::Sequences;
 use shell::ShellSide;
 pub use shell::{TaskEvent, TaskRun};
 use window::Window;
@@ -68,20 +70,6 @@ const INPUT_IDLE: Duration = Duration::from_millis(800);
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
 /// Retention is enforced at least this often, and after every `replay_frames` frames.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
-/// Sequences are reserved in the store this far ahead of the last one handed out (and again
-/// when half of that is used), so a crash never reuses one a viewer saw.
-pub const RESERVE_AHEAD: u64 = 65_536;
-/// The PTY is read only while more than this many reserved sequences are left, which keeps
-/// them for the frames that do not wait (membership, roles, keyframes).
-const RESERVE_HEADROOM: u64 = 1024;
-/// The PTY is not read while at least this many frames wait for the store and the oldest
-/// of them has waited `MAX_BEHIND`: a crash loses at most that much output, and a store that
-/// refuses writes stalls the program instead of losing what it printed.
-const MAX_UNPERSISTED: u64 = 8;
-const MAX_BEHIND_MS: i64 = 20;
-/// While the store refuses writes, the PTY is read on and at most this many bytes of
-/// output wait for it; older output is lost from replay (see `backlog`).
-const BACKLOG_BYTES: usize = 16 * 1024 * 1024;
 
 pub struct Start {
     pub id: String,
@@ -121,7 +109,6 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         floor: s.resumed.replay_floor,
         reserved: s.resumed.reserved,
     });
-    let requested = s.resumed.reserved;
     let (program, host, sandboxed) = (s.pty.program(), s.host.clone(), s.sandboxed.clone());
     tasks.spawn(write_behind(
         s.store,
@@ -136,14 +123,15 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         screen: s.screen,
         ring: Ring::new(s.settings.replay_frames, RING_BYTES),
         settings: s.settings,
-        seq: s.resumed.sequence,
-        requested,
-        last_sequence: last_sequence.clone(),
+        sequences: Sequences::new(
+            s.resumed.sequence,
+            last_sequence.clone(),
+            persist,
+            persisted.clone(),
+            refusing,
+        ),
         members: Vec::new(),
         had_controller: false,
-        persist,
-        persisted: persisted.clone(),
-        refusing,
         status: status_tx,
         outputs_since_keyframe: 0,
         last_keyframe: Instant::now(),
@@ -191,16 +179,10 @@ struct Actor {
     screen: Screen,
     ring: Ring,
     settings: SessionSettings,
-    seq: u64,
-    /// The highest sequence asked of the store so far (`Persisted::reserved` once durable).
-    requested: u64,
-    last_sequence: Arc<AtomicU64>,
+    /// Sequences handed out and reserved, and the write-behind they go through.
+    sequences: Sequences,
     members: Vec<Member>,
     had_controller: bool,
-    persist: backlog::Sender,
-    persisted: watch::Receiver<Persisted>,
-    /// The store refuses writes: output is read on regardless, within `BACKLOG_BYTES`.
-    refusing: watch::Receiver<bool>,
     status: watch::Sender<LiveStatus>,
     outputs_since_keyframe: u64,
     last_keyframe: Instant,
@@ -253,8 +235,7 @@ impl Actor {
                     }
                     None => eof = true,
                 },
-                _ = self.persisted.changed(), if !eof && !readable => {}
-                _ = self.refusing.changed(), if !eof && !readable => {}
+                _ = self.sequences.changed(), if !eof && !readable => {}
                 status = &mut exit, if exited.is_none() => {
                     exited = Some(status.unwrap_or(Exit { code: None }));
                     drain_until = Some(Instant::now() + EXIT_DRAIN);
@@ -363,31 +344,19 @@ impl Actor {
     }
 
     fn next_seq(&mut self) -> u64 {
-        self.seq += 1;
-        self.last_sequence.store(self.seq, Ordering::Release);
-        if self.seq + RESERVE_AHEAD / 2 > self.requested {
-            self.requested = self.seq + RESERVE_AHEAD;
-            self.persist.send(Persist::Reserve(self.requested));
+        let (seq, reserved) = self.sequences.next();
+        if !reserved {
+            tracing::warn!(session_id = %self.id, seq, "a sequence beyond the store's reservation was handed out");
         }
-        if self.seq > self.persisted.borrow().reserved {
-            tracing::warn!(session_id = %self.id, seq = self.seq, "a sequence beyond the store's reservation was handed out");
-        }
-        self.seq
+        seq
     }
 
     /// Whether the PTY may be read now: the store has reserved sequences for its output
     /// and keeps up with it, or refuses writes (then output is read on, and what waits for
     /// the store is bounded instead).
     fn may_read(&self) -> bool {
-        let persisted = *self.persisted.borrow();
-        if self.seq + RESERVE_HEADROOM >= persisted.reserved {
-            return false;
-        }
-        if *self.refusing.borrow() || self.seq - persisted.upto.min(self.seq) < MAX_UNPERSISTED {
-            return true;
-        }
-        let oldest = self.ring.after(persisted.upto).next();
-        oldest.is_none_or(|f| clock::now_ms() - f.created_at < MAX_BEHIND_MS)
+        let oldest = |upto| self.ring.after(upto).next().map(|f| f.created_at);
+        self.sequences.may_read(oldest, clock::now_ms())
     }
 }
 
