@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{AnyPool, Row};
+use sqlx::AnyPool;
 use tokio::sync::watch;
 
 /// The database, through handles that each own one part of it: `sessions`, `tokens`,

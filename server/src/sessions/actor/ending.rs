@@ -85,7 +85,7 @@ impl Actor {
     /// last frames) first gets `last` — the final keyframe and `Closed` — waiting for room
     /// in its queue, so no viewer misses how the session ended.
     fn farewell(&mut self, last: &[Bytes], goodbye: &'static str) {
-        for m in self.members.drain(..) {
+        for m in self.members.drain() {
             let mut tail: Vec<Outbound> = if m.lagged {
                 last.iter().cloned().map(Outbound::Frame).collect()
             } else {

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use wire::{Base64Bytes, ClientRef, ErrorCode, PtyErrorCode, Role, SNAPSHOT_FORMAT, SessionFrame};
+use wire::{Base64Bytes, ErrorCode, PtyErrorCode, Role, SNAPSHOT_FORMAT, SessionFrame};
 
 use super::backlog::Persist;
 use super::shell::ShellSide;
@@ -177,7 +177,7 @@ impl Actor {
     }
 
     pub(super) fn index(&self, client_id: &str) -> Option<usize> {
-        self.members.iter().position(|m| m.client_id == client_id)
+        self.members.index(client_id)
     }
 
     pub(super) fn output(&mut self, data: Vec<u8>) {
@@ -223,32 +223,11 @@ impl Actor {
         self.last_keyframe = Instant::now();
     }
 
-    pub(super) fn membership_frame(&self) -> SessionFrame {
-        let refs = |role: Role| {
-            self.members
-                .iter()
-                .filter(|m| m.role == role)
-                .map(|m| ClientRef {
-                    client_id: m.client_id.clone(),
-                    label: m.label.clone(),
-                })
-                .collect()
-        };
-        SessionFrame::MembershipChanged {
-            controllers: refs(Role::Controller),
-            observers: refs(Role::Observer),
-        }
-    }
-
-    pub(super) fn count(&self, role: Role) -> usize {
-        self.members.iter().filter(|m| m.role == role).count()
-    }
-
     pub(super) fn publish_status(&self) {
         let (cols, rows) = self.screen.size();
         self.status.send_replace(LiveStatus {
-            controllers: self.count(Role::Controller),
-            observers: self.count(Role::Observer),
+            controllers: self.members.count(Role::Controller),
+            observers: self.members.count(Role::Observer),
             cols,
             rows,
             prompted: self.shell.as_ref().is_some_and(|s| s.state.prompted),
@@ -257,7 +236,7 @@ impl Actor {
 
     pub(super) fn membership_changed(&mut self, skip: Option<&str>) -> Bytes {
         self.publish_status();
-        let frame = self.membership_frame();
+        let frame = self.members.frame();
         let json = self.number(frame);
         for i in 0..self.members.len() {
             if skip != Some(self.members[i].client_id.as_str()) {

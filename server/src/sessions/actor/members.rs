@@ -6,9 +6,9 @@ use tokio::time::Instant;
 use wire::{ErrorCode, PtyErrorCode, Role, SessionFrame};
 
 use super::backlog::Persist;
+use super::roster::Granted;
 use super::{Actor, KEYFRAME_REQUEST_INTERVAL, Member};
 use crate::audit;
-use crate::auth::Scope;
 use crate::sessions::pty::InputError;
 use crate::sessions::{
     JoinRequest, Joined, Outbound, Replay, ScreenCursor, ScreenText, SessionRefusal,
@@ -22,30 +22,9 @@ impl Actor {
                 "the session is closing",
             ));
         }
-        if req.role == Role::Controller && req.scope < Scope::Control {
-            return Err(SessionRefusal::new(
-                ErrorCode::PermissionDenied,
-                "a pty:observe token cannot take the controller role",
-            ));
-        }
-        let (role, downgrade) = match req.role {
-            Role::Controller if self.count(Role::Controller) < self.settings.max_controllers => {
-                (Role::Controller, None)
-            }
-            Role::Controller => (Role::Observer, Some(self.capacity_reason())),
-            Role::Observer => (Role::Observer, None),
-        };
-        if role == Role::Observer && self.count(Role::Observer) >= self.settings.max_observers {
-            return Err(SessionRefusal::new(
-                ErrorCode::RateLimited,
-                format!(
-                    "observer capacity ({}) reached",
-                    self.settings.max_observers
-                ),
-            ));
-        }
-        if role == Role::Controller && !self.had_controller {
-            self.had_controller = true;
+        let (Granted { role, downgrade }, first_controller) =
+            self.members.admit(req.role, req.scope)?;
+        if first_controller {
             if let Some((cols, rows)) = req.size {
                 self.apply_resize(cols, rows)
                     .map_err(|m| SessionRefusal::new(ErrorCode::Internal, m))?;
@@ -66,7 +45,7 @@ impl Actor {
             session_id = %self.id, %client_id, role = ?role, scope = %req.scope,
             label = req.label.as_deref().unwrap_or(""), "member joined"
         );
-        self.members.push(Member {
+        self.members.add(Member {
             client_id: client_id.clone(),
             role,
             scope: req.scope,
@@ -95,13 +74,6 @@ impl Actor {
             replay,
             rest,
         })
-    }
-
-    pub(super) fn capacity_reason(&self) -> String {
-        format!(
-            "controller capacity ({}) reached",
-            self.settings.max_controllers
-        )
     }
 
     /// Which retained frames follow `after`; the store holds what the ring no longer does.
@@ -137,26 +109,18 @@ impl Actor {
     }
 
     pub(super) fn leave(&mut self, client_id: &str) -> Option<Bytes> {
-        let i = self.index(client_id)?;
-        let m = self.members.remove(i);
+        let m = self.members.remove(client_id)?;
         tracing::info!(session_id = %self.id, client_id, role = ?m.role, "member left");
         Some(self.membership_changed(None))
     }
 
     /// The member, if it holds the controller role with a scope that allows control.
     pub(super) fn controller(&self, client_id: &str, what: &str) -> Result<usize, SessionRefusal> {
-        let i = self.index(client_id).ok_or_else(|| {
-            SessionRefusal::new(ErrorCode::InvalidRequest, "join the session first")
-        })?;
-        let m = &self.members[i];
-        if m.role != Role::Controller || m.scope < Scope::Control {
-            tracing::info!(session_id = %self.id, client_id, what, "denied write from a non-controller");
-            return Err(SessionRefusal::new(
-                ErrorCode::PermissionDenied,
-                format!("only the controller may send {what}"),
-            ));
-        }
-        Ok(i)
+        self.members.controller(client_id, what).inspect_err(|e| {
+            if e.code == ErrorCode::PermissionDenied {
+                tracing::info!(session_id = %self.id, client_id, what, "denied write from a non-controller");
+            }
+        })
     }
 
     pub(super) fn input(&mut self, client_id: &str, data: Vec<u8>) -> Result<(), SessionRefusal> {
@@ -240,24 +204,12 @@ impl Actor {
         client_id: &str,
         role: Role,
     ) -> Result<(), SessionRefusal> {
-        let i = self.index(client_id).ok_or_else(|| {
-            SessionRefusal::new(ErrorCode::InvalidRequest, "join the session first")
-        })?;
+        let i = self.members.joined(client_id)?;
         let (current, scope) = (self.members[i].role, self.members[i].scope);
-        if role == Role::Controller && scope < Scope::Control {
-            return Err(SessionRefusal::new(
-                ErrorCode::PermissionDenied,
-                "a pty:observe token cannot take the controller role",
-            ));
-        }
-        let (granted, downgrade) = match (role, current) {
-            (Role::Controller, Role::Observer)
-                if self.count(Role::Controller) >= self.settings.max_controllers =>
-            {
-                (Role::Observer, Some(self.capacity_reason()))
-            }
-            _ => (role, None),
-        };
+        let Granted {
+            role: granted,
+            downgrade,
+        } = self.members.grant(role, current, scope)?;
         let assigned = self.personal(SessionFrame::RoleAssigned {
             role: granted,
             client_id: client_id.to_owned(),
@@ -281,9 +233,7 @@ impl Actor {
     }
 
     pub(super) fn request_keyframe(&mut self, client_id: &str) -> Result<(), SessionRefusal> {
-        let i = self.index(client_id).ok_or_else(|| {
-            SessionRefusal::new(ErrorCode::InvalidRequest, "join the session first")
-        })?;
+        let i = self.members.joined(client_id)?;
         let now = Instant::now();
         if self.members[i]
             .last_keyframe_request

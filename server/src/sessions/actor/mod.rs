@@ -9,20 +9,21 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use super::Resumed;
 use super::host::Host;
-use super::{OutputEncoding, Resumed};
 use crate::audit::Audit;
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::task::TaskTracker;
-use wire::{self, CloseReason, Role};
+use wire::{self, CloseReason};
 
 mod backlog;
 mod ending;
 mod fanout;
 mod members;
 mod persist;
+mod roster;
 mod sequences;
 mod shell;
 mod updates;
@@ -31,19 +32,16 @@ mod window;
 use super::pty::{Exit, Pty, PtyEvents};
 use super::replay::Ring;
 use super::screen::Screen;
-use super::{
-    LiveStatus, MembershipSlot, Outbound, SessionCommand, SessionHandle, SessionSettings, Sessions,
-};
-use crate::auth::Scope;
+use super::{LiveStatus, Outbound, SessionCommand, SessionHandle, SessionSettings, Sessions};
 use crate::clock;
 use crate::store::Store;
 pub use persist::Persisted;
 use persist::write_behind;
+use roster::{Member, Roster};
 pub use sequences::RESERVE_AHEAD;
 use sequences::Sequences;
 use shell::ShellSide;
 pub use shell::{TaskEvent, TaskRun};
-use window::Window;
 
 /// Frames queued for one viewer before it counts as lagging.
 const VIEWER_QUEUE: usize = 256;
@@ -117,6 +115,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         persisted_tx,
         s.settings.clone(),
     ));
+    let members = Roster::new(s.settings.max_controllers, s.settings.max_observers);
     let actor = Actor {
         id: s.id.clone(),
         pty: s.pty,
@@ -130,8 +129,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
             persisted.clone(),
             refusing,
         ),
-        members: Vec::new(),
-        had_controller: false,
+        members,
         status: status_tx,
         outputs_since_keyframe: 0,
         last_keyframe: Instant::now(),
@@ -157,22 +155,6 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
     }
 }
 
-struct Member {
-    client_id: String,
-    role: Role,
-    scope: Scope,
-    label: Option<String>,
-    out: mpsc::Sender<Outbound>,
-    /// How it takes output.
-    output: OutputEncoding,
-    /// Set once the member acknowledges output (`ptyhost.ack`).
-    flow: Option<Window>,
-    lagged: bool,
-    last_keyframe_request: Option<Instant>,
-    /// The membership frame at the tail of the queue, while nothing was queued after it.
-    membership_tail: Option<MembershipSlot>,
-}
-
 struct Actor {
     id: String,
     pty: Pty,
@@ -181,8 +163,7 @@ struct Actor {
     settings: SessionSettings,
     /// Sequences handed out and reserved, and the write-behind they go through.
     sequences: Sequences,
-    members: Vec<Member>,
-    had_controller: bool,
+    members: Roster,
     status: watch::Sender<LiveStatus>,
     outputs_since_keyframe: u64,
     last_keyframe: Instant,
