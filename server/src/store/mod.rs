@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::AnyPool;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use tokio::sync::watch;
 
 /// The database, through handles that each own one part of it: `sessions`, `tokens`,

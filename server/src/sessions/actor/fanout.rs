@@ -190,8 +190,7 @@ impl Actor {
             }
         }
         self.broadcast_output(data);
-        self.outputs_since_keyframe += 1;
-        if self.outputs_since_keyframe >= self.settings.keyframe_frames {
+        if self.keyframes.output() {
             self.broadcast_keyframe();
         }
     }
@@ -219,8 +218,7 @@ impl Actor {
     pub(super) fn broadcast_keyframe(&mut self) {
         let frame = self.keyframe_frame();
         self.broadcast_to(frame, |m| !m.flow.as_ref().is_some_and(Window::skipping));
-        self.outputs_since_keyframe = 0;
-        self.last_keyframe = Instant::now();
+        self.keyframes.reset(Instant::now());
     }
 
     pub(super) fn publish_status(&self) {

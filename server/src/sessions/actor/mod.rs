@@ -28,6 +28,7 @@ mod sequences;
 mod shell;
 mod updates;
 mod window;
+use window::KeyframeClock;
 
 use super::pty::{Exit, Pty, PtyEvents};
 use super::replay::Ring;
@@ -115,6 +116,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         persisted_tx,
         s.settings.clone(),
     ));
+    let keyframes = KeyframeClock::new(s.settings.keyframe_frames, s.settings.keyframe_interval);
     let members = Roster::new(s.settings.max_controllers, s.settings.max_observers);
     let actor = Actor {
         id: s.id.clone(),
@@ -131,8 +133,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         ),
         members,
         status: status_tx,
-        outputs_since_keyframe: 0,
-        last_keyframe: Instant::now(),
+        keyframes,
         close_reason: None,
         registry: s.registry,
         audit: s.audit,
@@ -165,8 +166,7 @@ struct Actor {
     sequences: Sequences,
     members: Roster,
     status: watch::Sender<LiveStatus>,
-    outputs_since_keyframe: u64,
-    last_keyframe: Instant,
+    keyframes: KeyframeClock,
     close_reason: Option<CloseReason>,
     registry: Sessions,
     audit: Audit,
@@ -245,8 +245,7 @@ impl Actor {
                     self.check_input_required();
                 }
                 _ = ticker.tick() => {
-                    if self.outputs_since_keyframe > 0
-                        && self.last_keyframe.elapsed() >= self.settings.keyframe_interval
+                    if self.keyframes.stale(Instant::now())
                     {
                         self.broadcast_keyframe();
                     }
