@@ -1,6 +1,7 @@
 //! The other nodes as the task service calls them: A2A 1.0 JSON-RPC on the node that runs
 //! a session, carrying the principal this node authenticated.
 
+use crate::sessions::SessionId;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::Value;
@@ -47,7 +48,7 @@ impl Peers {
 #[async_trait::async_trait]
 impl Cluster for Peers {
     async fn node_of(&self, context_id: &str) -> anyhow::Result<Option<String>> {
-        if self.sessions.live(context_id).is_some() {
+        if self.sessions.live(&SessionId::from(context_id)).is_some() {
             return Ok(None);
         }
         let Some(row) = self.sessions.store().sessions().get(context_id).await? else {

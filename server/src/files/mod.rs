@@ -5,6 +5,7 @@
 
 mod error;
 
+use crate::sessions::SessionId;
 use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -132,7 +133,7 @@ pub async fn session_root(
         )));
     }
     let view = sessions
-        .view(sid)
+        .view(&SessionId::from(sid))
         .await
         .map_err(|e| FileError::internal(&e))?
         .ok_or_else(not_found)?;

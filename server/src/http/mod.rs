@@ -10,6 +10,7 @@ mod playback;
 pub mod server;
 mod sessions;
 
+use crate::sessions::SessionId;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -166,7 +167,7 @@ async fn to_owner(
 ) -> Response {
     let owner = match params.get("sid") {
         // Running here: no lookup.
-        Some(sid) if state.sessions.live(sid).is_some() => None,
+        Some(sid) if state.sessions.live(&SessionId::from(sid)).is_some() => None,
         Some(sid) => match state.store.sessions().get(sid).await {
             Ok(Some(row)) => state.node.owner(&row).await.ok(),
             _ => None,

@@ -96,7 +96,7 @@ pub async fn frames(
         .flatten();
     let mut body = format!(
         "{{\"session_id\":{},\"replay_floor\":{floor},\"last_sequence\":{},\"frames\":[",
-        serde_json::Value::String(sid.clone()),
+        serde_json::Value::String(sid.to_string()),
         view.row.last_sequence
     )
     .into_bytes();

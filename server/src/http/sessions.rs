@@ -1,6 +1,7 @@
 //! The session control plane: create, list, show and terminate sessions, and mint, list
 //! and revoke read-only observer links.
 
+use crate::sessions::SessionId;
 use std::time::Duration;
 
 use axum::Json;
@@ -24,12 +25,12 @@ const MAX_SHARE_TTL: u64 = 30 * 24 * 3600;
 /// Path parameters by name, so the same handlers serve `/` and `/agents/{instance_id}`.
 #[derive(Debug, Deserialize)]
 pub struct SessionPath {
-    pub(super) sid: String,
+    pub(super) sid: SessionId,
 }
 
 #[derive(Debug, Deserialize)]
 pub struct SharePath {
-    sid: String,
+    sid: SessionId,
     id: String,
 }
 
@@ -68,7 +69,7 @@ fn view_json(state: &AppState, v: &SessionView) -> control::Session {
         )),
         usage: state
             .sessions
-            .live(&r.id)
+            .live(&SessionId::from(&r.id))
             .and_then(|h| h.sandboxed().and_then(|s| s.usage())),
         workspace: r.workspace.clone(),
     }
@@ -79,7 +80,7 @@ fn view_json(state: &AppState, v: &SessionView) -> control::Session {
 pub(super) async fn visible(
     state: &AppState,
     who: &Principal,
-    sid: &str,
+    sid: &SessionId,
 ) -> Result<SessionView, ApiError> {
     let not_found = || ApiError::not_found(format!("no session {sid}"));
     if !who.sees_session(sid) {
@@ -148,7 +149,7 @@ pub async fn create(
     let row = state.sessions.create(spec).await?;
     let view = state
         .sessions
-        .view(&row.id)
+        .view(&SessionId::from(&row.id))
         .await?
         .ok_or_else(|| anyhow::anyhow!("session {} vanished", row.id))?;
     Ok((StatusCode::CREATED, Json(view_json(&state, &view))).into_response())

@@ -82,7 +82,7 @@ pub struct LiveStatus {
 
 #[derive(Clone)]
 pub struct SessionHandle {
-    pub id: String,
+    pub id: SessionId,
     /// The session's program is a shell with integration: it can run tasks.
     pub shell: bool,
     commands: mpsc::Sender<SessionCommand>,
@@ -191,7 +191,7 @@ struct Inner {
     instance_id: String,
     /// The node this process is (sessions it creates run here).
     node_id: String,
-    live: Mutex<HashMap<String, SessionHandle>>,
+    live: Mutex<HashMap<SessionId, SessionHandle>>,
     tasks: TaskTracker,
     pool: pool::Pool,
 }
@@ -387,11 +387,7 @@ impl Sessions {
         if let Some(s) = &handle.sandboxed {
             self.watch_memory(id, s, handle.commands.clone());
         }
-        self.inner
-            .live
-            .lock()
-            .unwrap()
-            .insert(id.to_owned(), handle);
+        self.inner.live.lock().unwrap().insert(id.into(), handle);
     }
 
     /// Running sessions (pooled shells not counted).
@@ -400,7 +396,8 @@ impl Sessions {
         live.saturating_sub(self.pooled_count())
     }
 
-    pub fn live(&self, id: &str) -> Option<SessionHandle> {
+    /// The session, while it runs here.
+    pub fn live(&self, id: &SessionId) -> Option<SessionHandle> {
         self.inner.live.lock().unwrap().get(id).cloned()
     }
 
@@ -410,7 +407,7 @@ impl Sessions {
         self.pooled_ended(id);
     }
 
-    pub async fn view(&self, id: &str) -> Result<Option<SessionView>> {
+    pub async fn view(&self, id: &SessionId) -> Result<Option<SessionView>> {
         let row = self.inner.store.sessions().get(id).await?;
         Ok(row.map(|row| self.with_live(row)))
     }
@@ -426,7 +423,7 @@ impl Sessions {
     }
 
     fn with_live(&self, mut row: SessionRow) -> SessionView {
-        let handle = self.live(&row.id);
+        let handle = self.live(&SessionId::from(&row.id));
         let live = handle.as_ref().map(|h| {
             row.last_sequence = h.current_sequence();
             h.status()
@@ -445,7 +442,7 @@ impl Sessions {
     /// Where a session's files are: the directory its program is in now, or for one that
     /// has ended, the one it started in (by default `$HOME`).
     pub async fn working_dir(&self, view: &SessionView) -> Option<PathBuf> {
-        let now = match self.live(&view.row.id) {
+        let now = match self.live(&SessionId::from(&view.row.id)) {
             Some(h) => h.working_dir().await,
             None => None,
         };
@@ -454,7 +451,7 @@ impl Sessions {
     }
 
     /// Ends a running session; false when it is not running.
-    pub async fn terminate(&self, id: &str, reason: CloseReason) -> bool {
+    pub async fn terminate(&self, id: &SessionId, reason: CloseReason) -> bool {
         match self.live(id) {
             Some(h) => h.tell(SessionCommand::Terminate(reason)).await,
             None => false,

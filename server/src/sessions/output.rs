@@ -2,6 +2,7 @@
 //! the bytes in order, and the cursor to read on from. Frames are stored in sequence order,
 //! so a cursor never skips output that was not stored yet; it comes on the next read.
 
+use crate::sessions::SessionId;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -36,14 +37,14 @@ impl Sessions {
         after: u64,
         max_bytes: usize,
     ) -> Result<OutputRead> {
-        let floor = match self.live(sid) {
+        let floor = match self.live(&SessionId::from(sid)) {
             Some(h) => {
                 let printed = h.current_sequence();
                 let _ = tokio::time::timeout(FLUSH_WAIT, h.stored_past(printed.saturating_sub(1)))
                     .await;
                 h.replay_floor()
             }
-            None => (self.view(sid).await?).map_or(0, |v| v.replay_floor),
+            None => (self.view(&SessionId::from(sid)).await?).map_or(0, |v| v.replay_floor),
         };
         let mut read = OutputRead {
             cursor: after.max(floor),

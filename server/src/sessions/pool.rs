@@ -9,6 +9,7 @@
 //! pooled shell that dies is deleted and replaced; a previous process's are deleted at
 //! start. The pool never holds more than N, counting the shells still starting.
 
+use crate::sessions::SessionId;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -117,7 +118,7 @@ impl Sessions {
                 return None;
             }
         };
-        let handle = self.live(&row.id)?;
+        let handle = self.live(&SessionId::from(&row.id))?;
         let closed = {
             let mut state = self.inner.pool.state();
             state.members.insert(row.id.clone());
@@ -155,7 +156,7 @@ impl Sessions {
                 id
             };
             self.fill_pool();
-            let Some(handle) = self.live(&id) else {
+            let Some(handle) = self.live(&SessionId::from(&id)) else {
                 continue;
             };
             match self

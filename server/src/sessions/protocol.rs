@@ -208,6 +208,57 @@ pub struct ClientId(pub String);
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TaskId(pub String);
 
+/// A session's id: the key of the live registry, of its rows in the store and of its
+/// pty-ws URL. A client or task id cannot stand in for it.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for SessionId {
+    fn from(id: String) -> SessionId {
+        SessionId(id)
+    }
+}
+
+impl From<&String> for SessionId {
+    fn from(id: &String) -> SessionId {
+        SessionId(id.clone())
+    }
+}
+
+impl From<&str> for SessionId {
+    fn from(id: &str) -> SessionId {
+        SessionId(id.to_owned())
+    }
+}
+
+impl std::borrow::Borrow<str> for SessionId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::ops::Deref for SessionId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 impl std::ops::Deref for ClientId {
     type Target = str;
     fn deref(&self) -> &str {

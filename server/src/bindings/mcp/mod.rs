@@ -11,6 +11,7 @@ mod screen;
 mod text;
 mod tools;
 
+use crate::sessions::SessionId;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
@@ -67,7 +68,7 @@ impl Terminals {
 
     /// The running session `sid`, when `who` may see it.
     fn live(&self, who: &Principal, sid: &str) -> Result<SessionHandle, ToolError> {
-        (self.sessions.live(sid))
+        (self.sessions.live(&SessionId::from(sid)))
             .filter(|_| who.sees_session(sid))
             .ok_or_else(|| ToolError::new("NOT_FOUND", format!("no running session {sid}")))
     }

@@ -3,6 +3,7 @@
 //! session's shell and followed by its OSC 133 marks, so a person watching sees it run and the
 //! recording marks it.
 
+use crate::sessions::SessionId;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -176,7 +177,7 @@ impl Terminal {
             e => ToolError::invalid(e.to_string()),
         })?;
         let row = sessions.create(spec).await.map_err(ToolError::internal)?;
-        if let Some(h) = sessions.live(&row.id).filter(|h| h.shell) {
+        if let Some(h) = sessions.live(&SessionId::from(&row.id)).filter(|h| h.shell) {
             let _ = tokio::time::timeout(crate::sessions::READY_WAIT, h.prompted()).await;
         }
         Ok(Json(Created {
@@ -225,13 +226,15 @@ impl Terminal {
         let sessions = &self.terminals.sessions;
         self.terminals.live(&who, &p.session_id)?;
         sessions
-            .terminate(&p.session_id, wire::CloseReason::Killed)
+            .terminate(&SessionId::from(&p.session_id), wire::CloseReason::Killed)
             .await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while sessions.live(&p.session_id).is_some() && tokio::time::Instant::now() < deadline {
+        while sessions.live(&SessionId::from(&p.session_id)).is_some()
+            && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let state = match sessions.live(&p.session_id) {
+        let state = match sessions.live(&SessionId::from(&p.session_id)) {
             Some(_) => "closing",
             None => "closed",
         };
@@ -348,7 +351,8 @@ impl Terminal {
 impl Terminal {
     /// `sid`, when it names a session (of any node) that `who` may see.
     pub(super) async fn known(&self, who: &Principal, sid: &str) -> Result<(), ToolError> {
-        let view = (self.terminals.sessions.view(sid).await).map_err(ToolError::internal)?;
+        let view = (self.terminals.sessions.view(&SessionId::from(sid)).await)
+            .map_err(ToolError::internal)?;
         match view.filter(|_| who.sees_session(sid)) {
             Some(_) => Ok(()),
             None => Err(ToolError::new("NOT_FOUND", format!("no session {sid}"))),
@@ -365,7 +369,7 @@ impl Terminal {
             .get(&who.token_id)
             .cloned();
         let (sid, last_task) = kept?;
-        self.terminals.sessions.live(&sid)?;
+        self.terminals.sessions.live(&SessionId::from(&sid))?;
         let task = self
             .terminals
             .tasks
@@ -378,9 +382,17 @@ impl Terminal {
     /// The task's state as a tool answers it.
     async fn result(&self, who: &Principal, task_id: &str) -> Result<CommandResult, ToolError> {
         let task = self.terminals.tasks.get(who, task_id, Some(0)).await?;
-        let cursor = match self.terminals.sessions.live(&task.context_id) {
+        let cursor = match self
+            .terminals
+            .sessions
+            .live(&SessionId::from(&task.context_id))
+        {
             Some(h) => h.current_sequence(),
-            None => (self.terminals.sessions.view(&task.context_id).await)
+            None => (self
+                .terminals
+                .sessions
+                .view(&SessionId::from(&task.context_id))
+                .await)
                 .map_err(ToolError::internal)?
                 .map_or(0, |v| v.row.last_sequence),
         };

@@ -42,7 +42,7 @@ use crate::revocation::Lease;
 use crate::sessions::SessionCommand;
 use crate::sessions::SessionHandle;
 use crate::sessions::host;
-use crate::sessions::{ClientId, Outbound};
+use crate::sessions::{ClientId, Outbound, SessionId};
 use crate::state::AppState;
 use crate::websocket::Socket;
 use tasks::TaskContext;
@@ -103,7 +103,7 @@ impl Drop for LeaveOnDrop {
 pub(super) struct Connection {
     state: AppState,
     principal: Principal,
-    session_id: String,
+    session_id: SessionId,
     service_parameters: Map<String, Value>,
     seen_first_frame: bool,
     member: Option<Membership>,
@@ -135,7 +135,7 @@ impl Connection {
     pub(super) fn new(
         state: AppState,
         principal: Principal,
-        session_id: String,
+        session_id: SessionId,
         binary: bool,
         slot: SessionSlot,
     ) -> Connection {
@@ -223,7 +223,7 @@ impl Connection {
             supported_operations: strings(&wire::CORE_OPERATIONS),
             activated_extensions: Vec::new(),
             session: HelloSession {
-                session_id: self.session_id.clone(),
+                session_id: self.session_id.to_string(),
                 current_sequence: current,
             },
             session_host: SessionHost {

@@ -5,6 +5,7 @@
 //! speaks the spec's shape or the agentic-sandbox executor's (`executor`), which decodes
 //! into and encodes from the same operations.
 
+use crate::sessions::SessionId;
 use std::sync::Arc;
 use wire::server::{ErrorPayload, ServerFrame, ServerOp};
 
@@ -106,7 +107,7 @@ pub async fn attach(
             }
             let binary = subprotocol == SUBPROTOCOL_BINARY;
             upgraded(upgrade, subprotocol, tracker, admitted, move |socket| {
-                Connection::new(state, principal, sid, binary, slot)
+                Connection::new(state, principal, sid.into(), binary, slot)
                     .resuming(resume)
                     .run(socket)
             })
@@ -202,7 +203,7 @@ async fn check_attach(
         .await
         .map_err(auth_error)?;
     let view = match principal.sees_session(sid) {
-        true => state.sessions.view(sid).await?,
+        true => state.sessions.view(&SessionId::from(sid)).await?,
         false => None,
     };
     let Some(view) = view else {

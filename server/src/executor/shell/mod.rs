@@ -8,6 +8,7 @@
 
 mod files;
 
+use crate::sessions::SessionId;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use wire::a2a::{Artifact, Content, Message, Part, Task, TaskState};
@@ -54,7 +55,7 @@ impl Executor for Shell {
             shell: self.clone(),
         };
         Ok(Plan::Task {
-            context_id: run.session.id.clone(),
+            context_id: run.session.id.to_string(),
             confined: run.session.is_sandboxed(),
             start: Box::pin(start(run, work)),
         })
@@ -66,7 +67,7 @@ impl Executor for Shell {
                 "an answer is one line".into(),
             ));
         }
-        let Some(session) = self.sessions.live(&task.context_id) else {
+        let Some(session) = self.sessions.live(&SessionId::from(&task.context_id)) else {
             return Err(ExecutorRefusal::Unsupported(format!(
                 "task {} no longer runs",
                 task.id
@@ -89,7 +90,7 @@ impl Executor for Shell {
     /// Ctrl-C to the task's command (or takes it out of the queue), then SIGKILL to its
     /// foreground job after the grace period.
     async fn cancel(&self, task: &Task) {
-        if let Some(session) = self.sessions.live(&task.context_id) {
+        if let Some(session) = self.sessions.live(&SessionId::from(&task.context_id)) {
             session
                 .tell(SessionCommand::CancelTask(TaskId(task.id.clone())))
                 .await;
@@ -113,7 +114,7 @@ impl Shell {
         let handle = match message.context_id.as_deref() {
             Some(sid) => self
                 .sessions
-                .live(sid)
+                .live(&SessionId::from(sid))
                 .filter(|_| who.sees_session(sid))
                 .ok_or_else(|| {
                     ExecutorRefusal::InvalidParams(format!(
@@ -144,9 +145,14 @@ impl Shell {
                                 e => ExecutorRefusal::InvalidParams(e.to_string()),
                             })?;
                         let row = self.sessions.create(spec).await?;
-                        let handle = self.sessions.live(&row.id).ok_or_else(|| {
-                            ExecutorRefusal::Unsupported("the new session failed to start".into())
-                        })?;
+                        let handle =
+                            self.sessions
+                                .live(&SessionId::from(&row.id))
+                                .ok_or_else(|| {
+                                    ExecutorRefusal::Unsupported(
+                                        "the new session failed to start".into(),
+                                    )
+                                })?;
                         let waited = crate::sessions::READY_WAIT;
                         if handle.shell
                             && tokio::time::timeout(waited, handle.prompted()).await != Ok(true)

@@ -144,7 +144,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
     };
     tasks.spawn(actor.run(command_rx, s.events));
     SessionHandle {
-        id: s.id,
+        id: s.id.into(),
         shell: s.shell_integration,
         commands,
         status,

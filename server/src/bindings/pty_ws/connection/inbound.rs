@@ -182,7 +182,10 @@ impl Connection {
                 self.set_service_parameters(p);
             }
         }
-        if session_ref.as_deref().is_some_and(|s| s != self.session_id) {
+        if session_ref
+            .as_deref()
+            .is_some_and(|s| s != self.session_id.as_str())
+        {
             return self
                 .refuse(
                     sink,

@@ -1,6 +1,7 @@
 //! The six A2A operations on a pty-ws connection; they run beside the frame loop, so a
 //! blocking send never holds up the terminal stream.
 
+use crate::sessions::SessionId;
 use futures_util::StreamExt;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
@@ -29,7 +30,7 @@ const UPDATE_PAGE: u32 = 256;
 pub(super) struct TaskContext {
     pub(super) state: AppState,
     pub(super) principal: Principal,
-    pub(super) session_id: String,
+    pub(super) session_id: SessionId,
     /// The connection's client id in the session, when it has joined: its task updates
     /// then come in order with its session frames.
     pub(super) member: Option<String>,
@@ -81,7 +82,7 @@ impl TaskContext {
             },
             TaskOp::ListTasks(p) => {
                 let mut req = p.filter.unwrap_or_default();
-                req.context_id = Some(self.session_id.clone());
+                req.context_id = Some(self.session_id.to_string());
                 req.page_size = p.page_size.or(req.page_size);
                 req.page_token = p.page_token.or(req.page_token);
                 tasks.list(&self.principal, req).await.map(|page| {
@@ -123,11 +124,11 @@ impl TaskContext {
     /// another one is refused.
     fn bind(&self, message: &mut wire::a2a::Message) -> Result<(), A2aError> {
         match &message.context_id {
-            Some(c) if *c != self.session_id => Err(A2aError::PermissionDenied(
+            Some(c) if c != self.session_id.as_str() => Err(A2aError::PermissionDenied(
                 "this connection is bound to another session".into(),
             )),
             _ => {
-                message.context_id = Some(self.session_id.clone());
+                message.context_id = Some(self.session_id.to_string());
                 Ok(())
             }
         }
@@ -140,7 +141,7 @@ impl TaskContext {
             .tasks
             .get(&self.principal, id, history_length)
             .await?;
-        if task.context_id != self.session_id {
+        if task.context_id != self.session_id.as_str() {
             return Err(A2aError::TaskNotFound(id.to_owned()));
         }
         Ok(task)

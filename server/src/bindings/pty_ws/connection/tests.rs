@@ -52,7 +52,7 @@ impl Peer {
             .await
             .unwrap();
         let slot = state.limits.session_slot(&sid).unwrap();
-        let connection = Connection::new(state, principal, sid, false, slot);
+        let connection = Connection::new(state, principal, sid.into(), false, slot);
         let (to_server, from_client) = unbounded_channel();
         let (to_client, from_server) = unbounded_channel();
         let sink = futures_util::sink::unfold(to_client, |tx, m: Message| async move {
@@ -196,7 +196,7 @@ async fn an_observer_token_s_input_is_refused_even_after_joining() {
 async fn a_burst_of_joins_leaves_a_viewer_that_reads_nothing_one_membership_list_the_newest() {
     let dir = tempfile::tempdir().unwrap();
     let (state, sid) = cat_session(&dir).await;
-    let handle = state.sessions.live(&sid).unwrap();
+    let handle = state.sessions.live(&SessionId::from(&sid)).unwrap();
     let mut queues = Vec::new();
     for _ in 0..21 {
         let (out, queue) = sessions::viewer_queue();
