@@ -11,6 +11,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use wire::server::{ServerFrame, ServerOp};
+use wire::{ErrorCode, SessionFrame};
 
 use super::*;
 
@@ -50,6 +52,9 @@ pub struct Client {
     pub hello: Value,
     pub protocol: String,
     next_id: u64,
+    /// The server speaks the spec's shape (not the agentic-sandbox executor's): every
+    /// frame is checked against the wire types.
+    spec: bool,
 }
 
 /// A frame as it came: JSON text, or binary.
@@ -88,8 +93,10 @@ impl Client {
             hello: Value::Null,
             protocol,
             next_id: 0,
+            spec: false,
         };
         c.hello = c.next().await;
+        c.spec = serde_json::from_value::<ServerFrame>(c.hello.clone()).is_ok();
         c
     }
 
@@ -126,9 +133,7 @@ impl Client {
         tokio::time::timeout(wait, async {
             loop {
                 match self.ws.next().await {
-                    Some(Ok(Message::Text(t))) => {
-                        return Some(Frame::Json(serde_json::from_str(&t).unwrap()));
-                    }
+                    Some(Ok(Message::Text(t))) => return Some(Frame::Json(checked(&t, self.spec))),
                     Some(Ok(Message::Binary(b))) => return Some(Frame::Binary(b.to_vec())),
                     Some(Ok(Message::Close(_))) | None => return None,
                     Some(Ok(_)) => continue,
@@ -150,7 +155,7 @@ impl Client {
         tokio::time::timeout(wait, async {
             loop {
                 match self.ws.next().await {
-                    Some(Ok(Message::Text(t))) => return Some(serde_json::from_str(&t).unwrap()),
+                    Some(Ok(Message::Text(t))) => return Some(checked(&t, self.spec)),
                     Some(Ok(Message::Close(_))) | None => return None,
                     Some(Ok(_)) => continue,
                     Some(Err(e)) => panic!("socket error: {e}"),
@@ -173,7 +178,7 @@ impl Client {
         let code = tokio::time::timeout(wait, async {
             loop {
                 match self.ws.next().await {
-                    Some(Ok(Message::Text(t))) => frames.push(serde_json::from_str(&t).unwrap()),
+                    Some(Ok(Message::Text(t))) => frames.push(checked(&t, self.spec)),
                     Some(Ok(Message::Close(c))) => return c.map(|c| u16::from(c.code)),
                     None | Some(Err(_)) => return None,
                     Some(Ok(_)) => {}
@@ -198,16 +203,19 @@ impl Client {
         let mut role_seq = u64::MAX;
         while !(keyframe && membership) {
             let f = self.next().await;
+            let typed = typed(&f);
             // Replayed frames are numbered before RoleAssigned; the flush's own after it.
-            let fresh = f["sequence"].as_u64().is_some_and(|s| s > role_seq);
-            match kind(&f) {
-                "RoleAssigned" => role_seq = seq(&f),
-                "Keyframe" if fresh => keyframe = true,
-                "MembershipChanged" if fresh => membership = true,
+            let fresh = typed.sequence.is_some_and(|s| s > role_seq);
+            match &typed.op {
+                ServerOp::Session(SessionFrame::RoleAssigned { .. }) => role_seq = seq(&f),
+                ServerOp::Session(SessionFrame::Keyframe { .. }) if fresh => keyframe = true,
+                ServerOp::Session(SessionFrame::MembershipChanged { .. }) if fresh => {
+                    membership = true
+                }
+                ServerOp::Error(e) if e.code != ErrorCode::ReplayOutOfRange => {
+                    panic!("join refused: {f}")
+                }
                 _ => {}
-            }
-            if f["op"] == "Error" && f["payload"]["code"] != "REPLAY_OUT_OF_RANGE" {
-                panic!("join refused: {f}");
             }
             frames.push(f);
         }
@@ -228,6 +236,7 @@ impl Client {
     pub async fn expect_op(&mut self, op: &str) -> Value {
         loop {
             let f = self.next().await;
+            // Either dialect: the executor's frames name their op the same way.
             if f["op"] == op {
                 return f;
             }
@@ -257,38 +266,67 @@ impl Client {
     }
 }
 
-/// The `payload.kind` of a session frame, or "" for other frames.
-pub fn kind(f: &Value) -> &str {
-    if f["op"] == "pty.session_frame" {
-        f["payload"]["kind"].as_str().unwrap_or("")
-    } else {
-        ""
+/// A frame's text as JSON, once it has decoded as a `ServerFrame` (from a server that
+/// speaks the spec's shape): every frame a test reads is checked against the wire types,
+/// so a renamed field fails here.
+fn checked(text: &str, spec: bool) -> Value {
+    let v: Value = serde_json::from_str(text).unwrap();
+    // A connection that spoke first in the executor's shape is answered in it (`seq`, no
+    // `id`); the spec's frames all decode.
+    let executor = v.get("seq").is_some() && v.get("id").is_none();
+    if let (true, false, Err(e)) = (spec, executor, ServerFrame::decode(text)) {
+        panic!("not a server frame ({e}): {text}");
+    }
+    v
+}
+
+/// A frame a test holds, as its wire type.
+pub fn typed(f: &Value) -> ServerFrame {
+    serde_json::from_value(f.clone()).unwrap_or_else(|e| panic!("not a server frame ({e}): {f}"))
+}
+
+/// The session frame a frame carries, if it is one.
+fn session_frame(f: &Value) -> Option<SessionFrame> {
+    match typed(f).op {
+        ServerOp::Session(frame) => Some(frame),
+        _ => None,
     }
 }
 
+/// The `payload.kind` of a session frame, or "" for other frames.
+pub fn kind(f: &Value) -> &'static str {
+    session_frame(f).map_or("", |s| s.kind())
+}
+
 pub fn seq(f: &Value) -> u64 {
-    f["sequence"].as_u64().expect("a sequence")
+    typed(f).sequence.expect("a sequence")
 }
 
 pub fn output_bytes(f: &Value) -> Vec<u8> {
-    STANDARD
-        .decode(f["payload"]["data"].as_str().unwrap())
-        .unwrap()
+    match session_frame(f) {
+        Some(SessionFrame::Output { data, .. }) => data.0,
+        _ => panic!("not an Output frame: {f}"),
+    }
 }
 
 /// The text of every Output frame among `frames`, in order.
 pub fn output_text(frames: &[Value]) -> String {
     frames
         .iter()
-        .filter(|f| kind(f) == "Output")
-        .map(|f| String::from_utf8_lossy(&output_bytes(f)).into_owned())
+        .filter_map(|f| match session_frame(f) {
+            Some(SessionFrame::Output { data, .. }) => {
+                Some(String::from_utf8_lossy(&data.0).into_owned())
+            }
+            _ => None,
+        })
         .collect()
 }
 
 pub fn snapshot(f: &Value) -> Vec<u8> {
-    STANDARD
-        .decode(f["payload"]["snapshot"].as_str().unwrap())
-        .unwrap()
+    match session_frame(f) {
+        Some(SessionFrame::Keyframe { snapshot, .. }) => snapshot.0,
+        _ => panic!("not a Keyframe: {f}"),
+    }
 }
 
 /// Runs `cat` in a fresh session: whatever a controller types comes back as output.
