@@ -25,7 +25,8 @@ async fn recorded(data_dir: &std::path::Path, n: u64) -> anyhow::Result<String> 
     let store = Store::open(None, data_dir).await?;
     let id = uuid::Uuid::now_v7().to_string();
     store
-        .insert_session(&SessionRow {
+        .sessions()
+        .insert(&SessionRow {
             id: id.clone(),
             instance_id: "local".into(),
             node_id: String::new(),
@@ -73,13 +74,14 @@ async fn recorded(data_dir: &std::path::Path, n: u64) -> anyhow::Result<String> 
             body,
         });
         if batch.len() == 10_000 {
-            store.insert_frames(&id, &batch).await?;
+            store.frames().insert(&id, &batch).await?;
             batch.clear();
         }
     }
-    store.insert_frames(&id, &batch).await?;
+    store.frames().insert(&id, &batch).await?;
     store
-        .close_session(&id, Some(0), "normal", n, START_MS + n as i64)
+        .sessions()
+        .close(&id, Some(0), "normal", n, START_MS + n as i64)
         .await?;
     store.close().await;
     Ok(id)

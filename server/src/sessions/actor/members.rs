@@ -24,11 +24,9 @@ impl Actor {
         }
         let (Granted { role, downgrade }, first_controller) =
             self.members.admit(req.role, req.scope)?;
-        if first_controller {
-            if let Some((cols, rows)) = req.size {
-                self.apply_resize(cols, rows)
-                    .map_err(|m| SessionRefusal::new(ErrorCode::Internal, m))?;
-            }
+        if first_controller && let Some((cols, rows)) = req.size {
+            self.apply_resize(cols, rows)
+                .map_err(|m| SessionRefusal::new(ErrorCode::Internal, m))?;
         }
         let client_id = uuid::Uuid::now_v7().to_string();
         let first = self.personal(SessionFrame::RoleAssigned {
