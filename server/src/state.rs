@@ -246,11 +246,45 @@ impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        refuse_query_token(parts.uri.query())?;
-        authenticate(state, &parts.headers, header_bearer(&parts.headers))
+        caller(state, parts.uri.query(), &parts.headers)
             .await
-            .map_err(auth_error)
+            .map_err(|refusal| match refusal {
+                CallerRefusal::QueryToken => ApiError::bad_request(refusal.to_string()),
+                CallerRefusal::Unauthenticated(e) => auth_error(e),
+            })
     }
+}
+
+/// Why a request has no principal: a credential in its URL, or no valid bearer.
+#[derive(Debug, thiserror::Error)]
+pub enum CallerRefusal {
+    #[error("credentials in the URL query are refused; use the Authorization header")]
+    QueryToken,
+    #[error("{0}")]
+    Unauthenticated(AuthError),
+}
+
+impl From<CallerRefusal> for crate::a2a::A2aError {
+    fn from(refusal: CallerRefusal) -> Self {
+        match refusal {
+            CallerRefusal::QueryToken => Self::InvalidRequest(refusal.to_string()),
+            CallerRefusal::Unauthenticated(e) => Self::Unauthenticated(e.to_string()),
+        }
+    }
+}
+
+/// Who a request is from, by its URL query and headers (every binding over HTTP asks so).
+pub async fn caller(
+    state: &AppState,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<Principal, CallerRefusal> {
+    if refuse_query_token(query).is_err() {
+        return Err(CallerRefusal::QueryToken);
+    }
+    authenticate(state, headers, header_bearer(headers))
+        .await
+        .map_err(CallerRefusal::Unauthenticated)
 }
 
 /// Refuses a principal whose scope is below `needed`.

@@ -21,7 +21,7 @@ use crate::agentic::Surface;
 use crate::agentic::idempotency;
 use crate::auth::Principal;
 use crate::extensions::Activation;
-use crate::state::{AppState, header_bearer};
+use crate::state::AppState;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
 
@@ -215,14 +215,7 @@ async fn handle(
             "{method} needs {wanted}"
         )));
     }
-    if crate::state::refuse_query_token(query).is_err() {
-        return Err(A2aError::InvalidRequest(
-            "credentials in the URL query are refused".into(),
-        ));
-    }
-    let who = crate::state::authenticate(state, headers, header_bearer(headers))
-        .await
-        .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
+    let who = crate::state::caller(state, query, headers).await?;
     let params = (request.get("params").cloned()).unwrap_or_else(|| Value::Object(Map::new()));
     let reply = if legacy {
         v03_method(state, &who, method, params, extensions).await?

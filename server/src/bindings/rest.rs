@@ -22,7 +22,7 @@ use crate::a2a::{A2aError, Version, Via, v03};
 use crate::agentic::Surface;
 use crate::auth::Principal;
 use crate::extensions;
-use crate::state::{AppState, header_bearer};
+use crate::state::AppState;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::StreamExt;
 use wire::a2a::{ListPushConfigsResponse, StreamResponse, Task, TaskPushNotificationConfig};
@@ -240,15 +240,8 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = Infallible;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Infallible> {
-        if crate::state::refuse_query_token(parts.uri.query()).is_err() {
-            return Ok(Caller(Err(A2aError::InvalidRequest(
-                "credentials in the URL query are refused; use the Authorization header".into(),
-            ))));
-        }
-        let who = crate::state::authenticate(state, &parts.headers, header_bearer(&parts.headers))
-            .await
-            .map_err(|e| A2aError::Unauthenticated(e.to_string()));
-        Ok(Caller(who))
+        let who = crate::state::caller(state, parts.uri.query(), &parts.headers).await;
+        Ok(Caller(who.map_err(A2aError::from)))
     }
 }
 
