@@ -247,7 +247,7 @@ impl Frames {
     }
 }
 
-/// `Store::insert_frames` within a transaction.
+/// `Frames::insert` within a transaction.
 pub(super) async fn insert_frames_in(
     tx: &mut sqlx::AnyConnection,
     session_id: &str,
