@@ -187,6 +187,13 @@ proptest! {
     }
 
     #[test]
+    fn a_task_in_0_3_rest_protojson_reads_back_as_the_same_1_0_task(task in task()) {
+        let legacy = v03::rest::task(&task);
+        let back = v03::task_in(legacy, true).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(back, task);
+    }
+
+    #[test]
     fn no_bytes_make_the_protobuf_decoder_panic(bytes in prop::collection::vec(any::<u8>(), 0..256), method in prop::sample::select(vec!["SendMessage", "GetTask", "ListTasks", "CancelTask"])) {
         let (request, answer, _) = proto::method_types(method).unwrap();
         let _ = proto::decode(request, &bytes);

@@ -283,3 +283,31 @@ proptest! {
         prop_assert_eq!(decoded.op, op);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn every_task_event_goes_through_both_0_3_shapes_unchanged(task in task()) {
+        let event = StreamResponse::Task(task);
+        let rpc = serde_json::to_value(wire::v03::Event::from(&event)).unwrap();
+        let rpc: wire::v03::Event = serde_json::from_value(rpc).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(StreamResponse::try_from(rpc).map_err(|e| TestCaseError::fail(e.0))?, event.clone());
+        let rest = serde_json::to_value(wire::v03::rest::Event::from(&event)).unwrap();
+        let rest: wire::v03::rest::Event = serde_json::from_value(rest).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(StreamResponse::try_from(rest).map_err(|e| TestCaseError::fail(e.0))?, event);
+    }
+
+    #[test]
+    fn no_json_makes_the_rpc_stdio_or_0_3_decoders_panic(value in json_value()) {
+        let _ = serde_json::from_value::<wire::rpc::JsonRpcResponse<Value>>(value.clone());
+        let _ = serde_json::from_value::<wire::rpc::StatusBody>(value.clone());
+        let _ = serde_json::from_value::<wire::stdio::Opening>(value.clone());
+        if let Ok(e) = serde_json::from_value::<wire::v03::Event>(value.clone()) {
+            let _ = StreamResponse::try_from(e);
+        }
+        if let Ok(e) = serde_json::from_value::<wire::v03::rest::Event>(value) {
+            let _ = StreamResponse::try_from(e);
+        }
+    }
+}
