@@ -24,7 +24,7 @@ const MAX_UNPERSISTED: u64 = 8;
 const MAX_BEHIND_MS: i64 = 20;
 /// While the store refuses writes, the PTY is read on and at most this many bytes of
 /// output wait for it; older output is lost from replay (see `backlog`).
-pub const BACKLOG_BYTES: usize = 16 * 1024 * 1024;
+const BACKLOG_BYTES: usize = 16 * 1024 * 1024;
 
 pub(super) struct Sequences {
     /// The last sequence handed out.
