@@ -49,6 +49,11 @@ impl TaskState {
         matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
     }
 
+    /// Whether a task's stream ends here: the task finished, or waits for its caller.
+    pub fn ends_stream(self) -> bool {
+        self.is_terminal() || self.is_interrupted()
+    }
+
     /// The 1.0 enum name (`TASK_STATE_WORKING`).
     pub fn name(self) -> &'static str {
         match self {

@@ -237,6 +237,25 @@ fn invalid<T>(m: impl Into<String>) -> Result<T, Invalid> {
     Err(Invalid(m.into()))
 }
 
+/// Each of `items`, checked into the 1.0 model.
+fn all<T, U: TryFrom<T, Error = Invalid>>(items: Vec<T>) -> Result<Vec<U>, Invalid> {
+    items.into_iter().map(U::try_from).collect()
+}
+
+/// A message's parts in the 1.0 model, which needs an id and at least one part.
+fn message_parts<P>(message_id: &str, parts: Vec<P>) -> Result<Vec<a2a::Part>, Invalid>
+where
+    a2a::Part: TryFrom<P, Error = Invalid>,
+{
+    if message_id.is_empty() {
+        return invalid("messageId is required");
+    }
+    if parts.is_empty() {
+        return invalid("a message needs at least one part");
+    }
+    all(parts)
+}
+
 impl From<a2a::Role> for Role {
     fn from(r: a2a::Role) -> Role {
         match r {
@@ -363,22 +382,13 @@ impl From<&a2a::Message> for Message {
 impl TryFrom<Message> for a2a::Message {
     type Error = Invalid;
     fn try_from(m: Message) -> Result<a2a::Message, Invalid> {
-        if m.message_id.is_empty() {
-            return invalid("messageId is required");
-        }
-        if m.parts.is_empty() {
-            return invalid("a message needs at least one part");
-        }
+        let parts = message_parts(&m.message_id, m.parts)?;
         Ok(a2a::Message {
             message_id: m.message_id,
             context_id: m.context_id,
             task_id: m.task_id,
             role: m.role.into(),
-            parts: m
-                .parts
-                .into_iter()
-                .map(a2a::Part::try_from)
-                .collect::<Result<_, _>>()?,
+            parts,
             metadata: m.metadata,
             extensions: m.extensions,
             reference_task_ids: m.reference_task_ids,
@@ -426,11 +436,7 @@ impl TryFrom<Artifact> for a2a::Artifact {
             artifact_id: a.artifact_id,
             name: a.name,
             description: a.description,
-            parts: a
-                .parts
-                .into_iter()
-                .map(a2a::Part::try_from)
-                .collect::<Result<_, _>>()?,
+            parts: all(a.parts)?,
             metadata: a.metadata,
         })
     }
@@ -459,15 +465,8 @@ impl TryFrom<Task> for a2a::Task {
             id: t.id,
             context_id: t.context_id,
             status: t.status.try_into()?,
-            artifacts: t
-                .artifacts
-                .map(|a| a.into_iter().map(a2a::Artifact::try_from).collect())
-                .transpose()?,
-            history: t
-                .history
-                .into_iter()
-                .map(a2a::Message::try_from)
-                .collect::<Result<_, _>>()?,
+            artifacts: t.artifacts.map(all).transpose()?,
+            history: all(t.history)?,
             metadata: t.metadata,
         })
     }
@@ -482,7 +481,7 @@ impl From<&a2a::StreamResponse> for Event {
                 task_id: u.task_id.clone(),
                 context_id: u.context_id.clone(),
                 status: (&u.status).into(),
-                last: u.status.state.is_terminal() || u.status.state.is_interrupted(),
+                last: u.status.state.ends_stream(),
             }),
             a2a::StreamResponse::ArtifactUpdate(u) => Event::ArtifactUpdate(ArtifactUpdate {
                 task_id: u.task_id.clone(),

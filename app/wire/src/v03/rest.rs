@@ -8,7 +8,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::{Invalid, PushConfig, invalid};
+use super::{Invalid, PushConfig, all, invalid, message_parts};
 use crate::a2a;
 
 type Metadata = Option<Map<String, Value>>;
@@ -291,22 +291,13 @@ impl From<&a2a::Message> for Message {
 impl TryFrom<Message> for a2a::Message {
     type Error = Invalid;
     fn try_from(m: Message) -> Result<a2a::Message, Invalid> {
-        if m.message_id.is_empty() {
-            return invalid("messageId is required");
-        }
-        if m.content.is_empty() {
-            return invalid("a message needs at least one part");
-        }
+        let parts = message_parts(&m.message_id, m.content)?;
         Ok(a2a::Message {
             message_id: m.message_id,
             context_id: m.context_id,
             task_id: m.task_id,
             role: m.role,
-            parts: m
-                .content
-                .into_iter()
-                .map(a2a::Part::try_from)
-                .collect::<Result<_, _>>()?,
+            parts,
             metadata: m.metadata,
             extensions: m.extensions,
             reference_task_ids: m.reference_task_ids,
@@ -354,11 +345,7 @@ impl TryFrom<Artifact> for a2a::Artifact {
             artifact_id: a.artifact_id,
             name: a.name,
             description: a.description,
-            parts: a
-                .parts
-                .into_iter()
-                .map(a2a::Part::try_from)
-                .collect::<Result<_, _>>()?,
+            parts: all(a.parts)?,
             metadata: a.metadata,
         })
     }
@@ -387,15 +374,8 @@ impl TryFrom<Task> for a2a::Task {
             id: t.id,
             context_id: t.context_id,
             status: t.status.try_into()?,
-            artifacts: t
-                .artifacts
-                .map(|a| a.into_iter().map(a2a::Artifact::try_from).collect())
-                .transpose()?,
-            history: t
-                .history
-                .into_iter()
-                .map(a2a::Message::try_from)
-                .collect::<Result<_, _>>()?,
+            artifacts: t.artifacts.map(all).transpose()?,
+            history: all(t.history)?,
             metadata: t.metadata,
         })
     }
@@ -411,7 +391,7 @@ impl From<&a2a::StreamResponse> for Event {
                 context_id: u.context_id.clone(),
                 status: (&u.status).into(),
                 metadata: u.metadata.clone(),
-                last: u.status.state.is_terminal() || u.status.state.is_interrupted(),
+                last: u.status.state.ends_stream(),
             }),
             a2a::StreamResponse::ArtifactUpdate(u) => Event::ArtifactUpdate(ArtifactUpdate {
                 task_id: u.task_id.clone(),

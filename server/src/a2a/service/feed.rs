@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, watch};
-use wire::a2a::{Artifact, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState};
+use wire::a2a::{Artifact, StreamResponse, Task, TaskArtifactUpdateEvent};
 
 use crate::a2a::A2aError;
 use crate::a2a::push::Push;
@@ -128,7 +128,6 @@ impl TaskStream {
     pub fn into_placed_events(
         self,
     ) -> impl futures_util::Stream<Item = (Place, Result<StreamResponse, A2aError>)> + Send {
-        let ends = |state: TaskState| state.is_terminal() || state.is_interrupted();
         let place = |n, snapshot| Place { n, snapshot };
         let first = Some((self.first, self.first_after));
         let start = (first, self.events, self.lease, false, self.first_after);
@@ -139,7 +138,7 @@ impl TaskStream {
                     return None;
                 }
                 if let Some((task, after)) = first {
-                    let over = ends(task.status.state);
+                    let over = task.status.state.ends_stream();
                     let first = (place(after, true), Ok(StreamResponse::Task(task)));
                     return Some((first, (None, events, lease, over, after)));
                 }
@@ -165,7 +164,7 @@ impl TaskStream {
                 };
                 match next {
                     Ok((n, event)) => {
-                        let over = matches!(&event, StreamResponse::StatusUpdate(u) if ends(u.status.state));
+                        let over = matches!(&event, StreamResponse::StatusUpdate(u) if u.status.state.ends_stream());
                         Some(((place(n, false), Ok(event)), (None, events, lease, over, n)))
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => Some((

@@ -178,9 +178,7 @@ impl TaskService {
         };
         let mut snapshot = feed.snapshot.subscribe();
         if !config.return_immediately {
-            let _ = snapshot
-                .wait_for(|t| t.status.state.is_terminal() || t.status.state.is_interrupted())
-                .await;
+            let _ = snapshot.wait_for(|t| t.status.state.ends_stream()).await;
         }
         let current = snapshot.borrow().clone();
         Ok(Sent::Task(current.view(config.history_length, true)))
