@@ -194,10 +194,7 @@ async fn with_fetch_file_urls_a_file_part_url_is_fetched_into_the_working_direct
 #[tokio::test]
 async fn a_file_part_sent_over_pty_ws_lands_in_the_attached_session() {
     let s = TestServer::start(&[]).await;
-    let sid = s.create_session(json!({})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = s.create_session(json!({})).await.session_id;
     let mut c = s.attach(&sid, ADMIN).await;
     let send = json!({ "message": { "messageId": "ws-file", "role": "ROLE_USER", "parts": [
         { "raw": STANDARD.encode(SCRIPT), "filename": "script.sh" },

@@ -110,10 +110,7 @@ async fn an_executor_join_of_an_ended_session_is_session_closed_then_its_last_sc
 #[tokio::test]
 async fn under_the_profile_an_executor_client_runs_a2a_ops_on_pty_ws_without_naming_extensions() {
     let server = TestServer::start(&["--profile", "agentic-sandbox"]).await;
-    let sid = server.create_session(json!({})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = server.create_session(json!({})).await.session_id;
     let mut exec = server.attach(&sid, ADMIN).await;
     send_executor(&mut exec, "pty.join_session", json!({})).await;
     until_op(&mut exec, "role_assigned").await;

@@ -19,7 +19,7 @@ async fn session_in(s: &TestServer, name: &str) -> (String, PathBuf) {
     let v = s
         .create_session(json!({ "command": "sleep 600", "cwd": dir }))
         .await;
-    (v["session_id"].as_str().unwrap().to_owned(), dir)
+    (v.session_id, dir)
 }
 
 fn files_url(s: &TestServer, sid: &str, path: &str) -> String {
@@ -228,10 +228,7 @@ async fn the_working_directory_follows_the_shell_as_it_changes_directory() {
     let s = TestServer::start(&[]).await;
     let home = s.dir.join("home-dir");
     std::fs::create_dir_all(home.join("inner")).unwrap();
-    let sid = s.create_session(json!({ "cwd": home })).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = s.create_session(json!({ "cwd": home })).await.session_id;
     let mut c = s.attach(&sid, ADMIN).await;
     c.join("controller").await;
     c.input("cd inner && echo moved-$((6*7))\n").await;
@@ -325,7 +322,7 @@ async fn observers_never_write_and_read_only_when_downloads_are_allowed_to_them(
         let (sid, dir) = session_in(&s, "work").await;
         std::fs::write(dir.join("result.txt"), "42").unwrap();
         let link = s.share(&sid, json!({})).await;
-        let observer = link["token"].as_str().unwrap();
+        let observer = &link.token;
 
         let (status, body) = put(&s, &sid, "planted", observer, b"x".to_vec()).await;
         assert_eq!((status, reason(&body)), (403, "PERMISSION_DENIED"));

@@ -33,10 +33,10 @@ async fn run_task(s: &TestServer, sid: &str, command: &str) {
 #[tokio::test]
 async fn a_recording_has_the_output_resizes_and_task_starts_and_asciinema_plays_its_bytes() {
     let s = TestServer::start(&["--shell-pool", "0"]).await;
-    let sid = s.create_session(json!({ "cols": 90, "rows": 20 })).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = s
+        .create_session(json!({ "cols": 90, "rows": 20 }))
+        .await
+        .session_id;
     let mut controller = s.attach(&sid, ADMIN).await;
     controller.join("controller").await;
     run_task(&s, &sid, "printf 'héllo wörld ✓\\n'").await;
@@ -194,7 +194,7 @@ async fn frames_page_by_sequence_and_by_time_and_a_seek_starts_at_the_keyframe_b
     let (status, _) = s
         .get(
             &format!("/sessions/{sid}/frames?after=0&limit=1"),
-            link["token"].as_str().unwrap(),
+            &link.token,
         )
         .await;
     assert_eq!(status, 200);
@@ -211,10 +211,7 @@ async fn frames_page_by_sequence_and_by_time_and_a_seek_starts_at_the_keyframe_b
 #[tokio::test]
 async fn frames_of_the_marked_kinds_page_the_joins_role_changes_and_resizes_in_order() {
     let s = TestServer::start(&["--shell-pool", "0"]).await;
-    let sid = s.create_session(json!({})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = s.create_session(json!({})).await.session_id;
     let mut ops = s.attach(&sid, ADMIN).await;
     ops.join("observer").await;
     ops.send("pty.request_role", json!({ "role": "controller" }))

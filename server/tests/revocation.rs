@@ -92,7 +92,7 @@ async fn an_expired_share_links_viewer_is_cut() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
     let link = s.share(&sid, json!({ "ttl_secs": 1 })).await;
-    let mut viewer = s.attach(&sid, link["token"].as_str().unwrap()).await;
+    let mut viewer = s.attach(&sid, &link.token).await;
     viewer.join("observer").await;
     let (code, frames, took) = cut(&mut viewer, Instant::now()).await;
     assert_eq!(code, Some(4401));
@@ -106,9 +106,9 @@ async fn revoking_a_share_link_disconnects_its_viewer() {
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
     let link = s.share(&sid, json!({})).await;
-    let mut viewer = s.attach(&sid, link["token"].as_str().unwrap()).await;
+    let mut viewer = s.attach(&sid, &link.token).await;
     viewer.join("observer").await;
-    let link_id = link["id"].as_str().unwrap();
+    let link_id = &link.id;
     let path = format!("/sessions/{sid}/share/{link_id}");
     assert_eq!(s.delete(&path, ADMIN).await.0, 204);
     let (code, _, took) = cut(&mut viewer, Instant::now()).await;

@@ -85,10 +85,7 @@ fn is_root() -> bool {
 async fn a_session_reads_no_password_hashes_no_data_directory_and_no_other_workspace() {
     let (on, off) = both().await;
     let (_, _, first) = run(&on, "echo secret-of-the-first > mine.txt", None).await;
-    let first_ws = on.session(&first).await["workspace"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let first_ws = on.session(&first).await.workspace.unwrap();
     let probe = format!(
         "cat /etc/shadow | head -c 5; echo; ls {}; cat {first_ws}/mine.txt",
         on.dir.display()
@@ -146,10 +143,7 @@ async fn a_write_outside_the_workspace_changes_nothing_on_the_host() {
     assert!(!target.exists(), "a file appeared outside the workspace");
     assert!(!Path::new("/usr/ptyhost-probe").exists());
     assert!(std::fs::metadata(on.dir.join("ptyhost.db")).unwrap().len() >= db_before.min(1));
-    let ws = on.session(&sid).await["workspace"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ws = on.session(&sid).await.workspace.unwrap();
     assert!(
         Path::new(&ws).join("inside.txt").is_file(),
         "the workspace is the host's {ws}"
@@ -246,7 +240,7 @@ async fn a_fork_bomb_stops_at_the_pid_cap_while_the_server_answers() {
     if let Some(n) = count(&confined) {
         assert!(n <= 48, "{n} processes under a cap of 48");
     }
-    assert_eq!(on.session(&sid).await["sandbox"]["pids"], 48);
+    assert_eq!(on.session(&sid).await.sandbox.unwrap().pids, Some(48));
     let (_, open, _) = run(&off, probe, None).await;
     let unconfined = count(&open).unwrap_or(0);
     assert!(
@@ -274,7 +268,11 @@ async fn a_600_mib_allocation_under_a_128_mib_cap_fails_and_ends_the_session_for
     .await;
     assert_eq!(state, "TASK_STATE_FAILED");
     let closed = on.wait_closed(&sid).await;
-    assert_eq!(closed["close_reason"], "memory_limit", "{closed}");
+    assert_eq!(
+        closed.close_reason.as_deref(),
+        Some("memory_limit"),
+        "{closed:?}"
+    );
     let frames = on.replay_closed(&sid, 0).await;
     let closed = frames.iter().find(|f| common::kind(f) == "Closed").unwrap();
     assert_eq!(closed["payload"]["reason"], "memory_limit", "{closed}");
@@ -362,18 +360,12 @@ async fn raising_a_sandbox_cap_needs_admin_and_the_session_shows_its_limits_and_
         )
         .await;
     assert_eq!(status, 201, "{lowered}");
-    let s = &lowered["sandbox"];
+    let lowered: common::Session = serde_json::from_value(lowered).unwrap();
+    let s = lowered.sandbox.as_ref().unwrap();
+    assert_eq!((s.enabled, s.network.as_str()), (true, "none"));
     assert_eq!(
-        (s["enabled"].clone(), s["network"].clone()),
-        (json!(true), json!("none"))
-    );
-    assert_eq!(
-        (
-            s["memory_bytes"].clone(),
-            s["pids"].clone(),
-            s["cpus"].clone()
-        ),
-        (json!(256u64 << 20), json!(64), json!(0.5))
+        (s.memory_bytes, s.pids, s.cpus),
+        (Some(256 << 20), Some(64), Some(0.5))
     );
     for cap in [
         "memory",
@@ -383,16 +375,13 @@ async fn raising_a_sandbox_cap_needs_admin_and_the_session_shows_its_limits_and_
         "syscalls",
         "namespaces",
     ] {
-        assert!(s["enforced_by"][cap].is_string(), "{cap}: {s}");
+        assert!(s.enforced_by.contains_key(cap), "{cap}: {s:?}");
     }
-    let sid = lowered["session_id"].as_str().unwrap();
+    let sid = &lowered.session_id;
     let shown = on
-        .wait_until(sid, |v| v["usage"]["pids"].as_u64().is_some_and(|p| p > 0))
+        .wait_until(sid, |v| v.usage.as_ref().is_some_and(|u| u.pids > 0))
         .await;
-    assert!(
-        shown["usage"]["memory_bytes"].as_u64().unwrap() > 0,
-        "{shown}"
-    );
+    assert!(shown.usage.as_ref().unwrap().memory_bytes > 0, "{shown:?}");
     let (status, _) = on
         .post(
             "/sessions",
@@ -410,7 +399,7 @@ async fn raising_a_sandbox_cap_needs_admin_and_the_session_shows_its_limits_and_
         .await;
     assert_eq!(status, 400, "{body}");
     let plain = off.create_session(json!({ "command": "true" })).await;
-    assert_eq!(plain["sandbox"]["enabled"], false);
+    assert!(!plain.sandbox.unwrap().enabled);
 }
 
 #[tokio::test]
@@ -425,8 +414,8 @@ async fn a_cwd_that_holds_the_data_directory_is_refused() {
         .create_session(json!({ "cwd": project.path(), "command": "cat README; sleep 5" }))
         .await;
     assert_eq!(
-        s["workspace"],
-        json!(std::fs::canonicalize(project.path()).unwrap())
+        s.workspace.map(std::path::PathBuf::from),
+        Some(std::fs::canonicalize(project.path()).unwrap())
     );
 }
 

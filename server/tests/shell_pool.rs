@@ -126,7 +126,7 @@ async fn a_message_with_its_own_cwd_bypasses_the_pool_and_its_shell_starts_there
     assert_eq!(output(&task).trim_end(), dir.to_str().unwrap());
     assert_eq!(s.metric("ptyhost_shell_pool_taken_total").await, 0);
     let session = s.session(task["contextId"].as_str().unwrap()).await;
-    assert_eq!(session["cwd"], dir.to_str().unwrap());
+    assert_eq!(session.cwd.as_deref(), dir.to_str());
     assert_eq!(
         s.metric("ptyhost_shell_pool_shells").await,
         1,

@@ -139,10 +139,7 @@ async fn outputs_until_flood_over(c: &mut Client) -> BTreeMap<u64, Vec<u8>> {
 async fn a_store_that_stays_down_keeps_live_output_flowing_with_bounded_memory_and_replay_reports_the_lost_range()
  {
     let s = TestServer::start(&[]).await;
-    let sid = s.create_session(serde_json::json!({})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = s.create_session(serde_json::json!({})).await.session_id;
     let mut controller = s.attach(&sid, ADMIN).await;
     controller.join("controller").await;
     controller.input("echo ready\n").await;
@@ -152,7 +149,7 @@ async fn a_store_that_stays_down_keeps_live_output_flowing_with_bounded_memory_a
     let locker = lock_store(&s).await;
     controller.input("echo store-down\n").await;
     until_ready_is(&s, 503).await;
-    let at_refusal = s.session(&sid).await["current_sequence"].as_u64().unwrap();
+    let at_refusal = s.session(&sid).await.current_sequence;
     controller
         .input(&format!(
             "yes flood | head -n {FLOOD_LINES}; echo flood\"\"-over\n"
@@ -169,7 +166,7 @@ async fn a_store_that_stays_down_keeps_live_output_flowing_with_bounded_memory_a
         } => unreachable!(),
     };
     assert_eq!(readyz(&s).await, 503, "the store still refuses writes");
-    let during = s.session(&sid).await["current_sequence"].as_u64().unwrap();
+    let during = s.session(&sid).await.current_sequence;
     assert!(
         live.keys().any(|&n| n > at_refusal) && during > at_refusal,
         "live output went on while the store refused writes"
@@ -182,10 +179,9 @@ async fn a_store_that_stays_down_keeps_live_output_flowing_with_bounded_memory_a
     unlock_store(locker).await;
     until_ready_is(&s, 200).await;
     let floor = s
-        .wait_until(&sid, |v| v["replay_floor"].as_u64() > Some(at_refusal))
-        .await["replay_floor"]
-        .as_u64()
-        .unwrap();
+        .wait_until(&sid, |v| v.replay_floor > at_refusal)
+        .await
+        .replay_floor;
 
     let mut late = s.attach(&sid, ADMIN).await;
     let refused = late

@@ -32,15 +32,13 @@ async fn after_a_thousand_idle_viewers_join_and_leave_no_viewer_or_connection_is
         .await;
         viewers.push(c);
     }
-    let joined = s
-        .wait_until(&sid, |v| v["observers"] == VIEWERS as u64)
-        .await;
-    assert_eq!(joined["observers"], VIEWERS as u64);
+    let joined = s.wait_until(&sid, |v| v.observers == VIEWERS).await;
+    assert_eq!(joined.observers, VIEWERS);
     assert_eq!(s.metric("ptyhost_pty_ws_connections").await, VIEWERS as u64);
 
     drop(viewers);
-    let left = s.wait_until(&sid, |v| v["observers"] == 0).await;
-    assert_eq!(left["controllers"], 0);
+    let left = s.wait_until(&sid, |v| v.observers == 0).await;
+    assert_eq!(left.controllers, 0);
     tokio::time::timeout(Duration::from_secs(20), async {
         while s.metric("ptyhost_pty_ws_connections").await != 0 {
             tokio::time::sleep(Duration::from_millis(100)).await;

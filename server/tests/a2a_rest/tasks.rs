@@ -20,7 +20,7 @@ async fn send_message_runs_the_command_and_completes_on_exit_zero_with_its_outpu
     assert!(task["status"]["timestamp"].as_str().unwrap().ends_with('Z'));
     // contextId is the session: it exists and is listed.
     let sid = task["contextId"].as_str().unwrap();
-    assert_eq!(s.session(sid).await["state"], "running");
+    assert_eq!(s.session(sid).await.state, "running");
 }
 
 #[tokio::test]

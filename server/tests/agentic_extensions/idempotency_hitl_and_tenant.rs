@@ -3,10 +3,7 @@ use super::*;
 #[tokio::test]
 async fn idempotency_ac3_past_the_ttl_a_retry_runs_as_new() {
     let s = TestServer::start(&["--idempotency-ttl", "1s"]).await;
-    let sid = s.create_session(json!({})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = s.create_session(json!({})).await.session_id;
     let body = counted(&sid, &uuid());
     post(&s, "/message:send", &[IDEMPOTENCY], &body).await;
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;

@@ -178,10 +178,7 @@ async fn health_is_the_profiles_alone() {
 #[tokio::test]
 async fn idempotency_ac1_a_retry_gets_the_first_response_and_runs_nothing_on_both_bindings() {
     let s = TestServer::start(&[]).await;
-    let sid = s.create_session(json!({})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = s.create_session(json!({})).await.session_id;
     let body = counted(&sid, &uuid());
     let first = post(&s, "/message:send", &[IDEMPOTENCY], &body).await;
     assert_eq!(first.status, 200, "{}", first.text);
@@ -226,10 +223,7 @@ async fn idempotency_ac1_a_retry_gets_the_first_response_and_runs_nothing_on_bot
 #[tokio::test]
 async fn idempotency_ac2_a_key_reused_with_another_request_is_422_and_the_first_stays() {
     let s = TestServer::start(&[]).await;
-    let sid = s.create_session(json!({})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = s.create_session(json!({})).await.session_id;
     let id = uuid();
     let body = counted(&sid, &id);
     let first = post(&s, "/message:send", &[IDEMPOTENCY], &body).await;

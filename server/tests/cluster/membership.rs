@@ -48,7 +48,7 @@ async fn every_node_lists_the_cluster_s_nodes_and_sessions() {
 
     // A share link made on one node opens the session through another, read-only.
     let link = c[1].share(&sid, json!({ "label": "through C" })).await;
-    let mut shared = c[2].attach(&sid, link["token"].as_str().unwrap()).await;
+    let mut shared = c[2].attach(&sid, &link.token).await;
     shared.join("observer").await;
     shared.input("refused\r").await;
     let refused = shared.expect_op("Error").await;
@@ -159,7 +159,7 @@ async fn files_of_a_session_go_to_and_come_from_its_node() {
     let created = c[0]
         .create_session(json!({ "command": "cat", "cwd": work.path() }))
         .await;
-    let sid = created["session_id"].as_str().unwrap();
+    let sid = &created.session_id;
     let put = c[1]
         .http
         .put(c[1].url(&format!("/sessions/{sid}/files/through-b.txt")))
@@ -214,7 +214,7 @@ async fn files_of_a_session_go_to_and_come_from_its_node() {
         403,
         "the owner sees the observer B authenticated"
     );
-    assert_eq!(c[0].session(sid).await["state"], "running");
+    assert_eq!(c[0].session(sid).await.state, "running");
 }
 
 #[tokio::test]
@@ -312,7 +312,7 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
 
     for sid in [&first, &second] {
         let s = c[2].wait_closed(sid).await;
-        assert_eq!(s["close_reason"], "node_lost", "{s}");
+        assert_eq!(s.close_reason.as_deref(), Some("node_lost"), "{s:?}");
         let replay = c[1].replay_closed(sid, 1).await;
         let closes: Vec<_> = replay.iter().filter(|f| kind(f) == "Closed").collect();
         assert_eq!(closes.len(), 1, "closed exactly once: {closes:?}");
@@ -333,7 +333,7 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
     c[0] = back;
     for sid in [&first, &second] {
         let s = c[0].session(sid).await;
-        assert_eq!(s["state"], "closed", "{s}");
+        assert_eq!(s.state, "closed", "{s:?}");
         let replay = c[0].replay_closed(sid, 1).await;
         assert_eq!(replay.iter().filter(|f| kind(f) == "Closed").count(), 1);
     }

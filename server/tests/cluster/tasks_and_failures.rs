@@ -16,7 +16,7 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         .await;
     assert_eq!(status, 200, "{first}");
     let sid = first["task"]["contextId"].as_str().unwrap().to_owned();
-    assert_eq!(c[1].session(&sid).await["node_id"], "node-a");
+    assert_eq!(c[1].session(&sid).await.node_id, "node-a");
 
     // HTTP+JSON through B: the command runs in A's session.
     let (status, sent) = c[1]
@@ -226,7 +226,7 @@ async fn postgresql_stopped_under_load_turns_readyz_red_then_green_and_loses_not
 
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(
-        b.session(&sid).await["state"],
+        b.session(&sid).await.state,
         "running",
         "no live node is taken for dead"
     );
@@ -273,7 +273,7 @@ async fn a_node_that_stops_says_goodbye_to_the_clients_it_forwards_and_the_sessi
         .find(|f| f["op"] == "binding_goodbye")
         .expect("a goodbye");
     assert_eq!(goodbye["payload"]["reason"], "server_shutdown");
-    assert_eq!(c[0].session(&sid).await["state"], "running");
+    assert_eq!(c[0].session(&sid).await.state, "running");
 }
 
 #[tokio::test]

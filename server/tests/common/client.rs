@@ -334,5 +334,5 @@ pub async fn cat_session(server: &TestServer) -> String {
     let s = server
         .create_session(json!({ "argv": ["cat"], "cols": 80, "rows": 24 }))
         .await;
-    s["session_id"].as_str().unwrap().to_owned()
+    s.session_id
 }

@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+pub use wire::control::{NewLink, Session};
 
 mod client;
 mod proc;
@@ -271,7 +273,8 @@ impl TestServer {
         std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
     }
 
-    pub async fn create_session(&self, body: Value) -> Value {
+    /// Creates a session from `body` (a `CreateSession`, or on purpose something else).
+    pub async fn create_session(&self, body: Value) -> Session {
         let resp = self
             .http
             .post(self.url("/sessions"))
@@ -286,13 +289,12 @@ impl TestServer {
 
     /// Starts a session running `command` through `/bin/sh -lc`; returns its id.
     pub async fn command_session(&self, command: &str) -> String {
-        self.create_session(json!({ "command": command })).await["session_id"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+        self.create_session(json!({ "command": command }))
+            .await
+            .session_id
     }
 
-    pub async fn session(&self, sid: &str) -> Value {
+    pub async fn session(&self, sid: &str) -> Session {
         self.http
             .get(self.url(&format!("/sessions/{sid}")))
             .bearer_auth(ADMIN)
@@ -305,12 +307,12 @@ impl TestServer {
     }
 
     /// Waits until the session's state is `closed`.
-    pub async fn wait_closed(&self, sid: &str) -> Value {
-        self.wait_until(sid, |s| s["state"] == "closed").await
+    pub async fn wait_closed(&self, sid: &str) -> Session {
+        self.wait_until(sid, |s| s.state == "closed").await
     }
 
     /// Waits until the session view satisfies `ready` (roles released, retention pruned…).
-    pub async fn wait_until(&self, sid: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    pub async fn wait_until(&self, sid: &str, ready: impl Fn(&Session) -> bool) -> Session {
         tokio::time::timeout(WAIT, async {
             loop {
                 let s = self.session(sid).await;
@@ -383,12 +385,19 @@ impl TestServer {
     }
 
     /// Creates an observer link to `sid` with `body` (`ttl_secs`, `label`); the created link.
-    pub async fn share(&self, sid: &str, body: Value) -> Value {
+    pub async fn share(&self, sid: &str, body: Value) -> NewLink {
         let (status, link) = self
             .post(&format!("/sessions/{sid}/share"), ADMIN, body)
             .await;
         assert_eq!(status, 201, "{link}");
-        link
+        serde_json::from_value(link).expect("a new link")
+    }
+
+    /// GETs `path` under `B`, which must answer 200 with a `T`.
+    pub async fn get_as<T: DeserializeOwned>(&self, path: &str, token: &str) -> T {
+        let (status, body) = self.get(path, token).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_value(body).unwrap_or_else(|e| panic!("GET {path}: {e}"))
     }
 }
 

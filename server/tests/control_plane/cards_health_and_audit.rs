@@ -124,7 +124,7 @@ async fn tokens_never_reach_the_logs() {
     let sid = cat_session(&s).await;
     let control = s.token("pty:control", None).await;
     let link = s.share(&sid, json!({})).await;
-    let share = link["token"].as_str().unwrap().to_owned();
+    let share = link.token;
     let mut c = s.attach(&sid, &control).await;
     c.join("controller").await;
     let mut v = s.attach(&sid, &share).await;
@@ -164,8 +164,7 @@ async fn the_audit_log_records_attaches_denied_writes_role_changes_and_link_use_
     let s = TestServer::start(&[]).await;
     let sid = cat_session(&s).await;
     let link = s.share(&sid, json!({ "label": "for bob" })).await;
-    let share_token = link["token"].as_str().unwrap().to_owned();
-    let link_id = link["id"].as_str().unwrap().to_owned();
+    let (share_token, link_id) = (link.token, link.id);
 
     // Bob signs in and watches through the link, then tries to type.
     let (status, _) = s.get("/me", &share_token).await;
@@ -304,7 +303,7 @@ async fn a_managed_tmux_session_survives_a_server_restart_and_a_crash_with_its_h
 
     for restart in ["after a stop", "after a crash"] {
         s = TestServer::start_in(tmp.path(), &[]).await;
-        assert_eq!(s.session(&sid).await["state"], "running", "{restart}");
+        assert_eq!(s.session(&sid).await.state, "running", "{restart}");
         // Resuming where the client left off: the sequence goes on, the program ran on.
         let mut c = s.attach(&sid, ADMIN).await;
         let flush = c
@@ -354,7 +353,7 @@ async fn a_managed_tmux_session_survives_a_server_restart_and_a_crash_with_its_h
     assert_eq!(s.delete(&format!("/sessions/{sid}"), ADMIN).await.0, 200);
     c.expect_kind("Closed").await;
     let closed = s.wait_closed(&sid).await;
-    assert_eq!(closed["state"], "closed");
+    assert_eq!(closed.state, "closed");
     let gone = std::process::Command::new("tmux")
         .arg("-S")
         .arg(tmp.path().canonicalize().unwrap().join("tmux.sock"))

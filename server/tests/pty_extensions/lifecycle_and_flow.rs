@@ -84,7 +84,7 @@ async fn ext_scenario_10_close_lifecycle_emits_exactly_one_closed_each_way() {
         ),
         (Some(7), Some("normal"))
     );
-    assert_eq!(s.wait_closed(&sid).await["exit_code"], 7);
+    assert_eq!(s.wait_closed(&sid).await.exit_code, Some(7));
     closed_is_retained(&s, &sid, &closed).await;
 
     // PTY EOF: Ctrl-D ends cat.
@@ -101,10 +101,10 @@ async fn ext_scenario_10_close_lifecycle_emits_exactly_one_closed_each_way() {
         .create_session(json!({ "argv": ["/nonexistent/program"] }))
         .await;
     assert_eq!(
-        (failed["state"].as_str(), failed["close_reason"].as_str()),
-        (Some("closed"), Some("error"))
+        (failed.state.as_str(), failed.close_reason.as_deref()),
+        ("closed", Some("error"))
     );
-    let sid = failed["session_id"].as_str().unwrap();
+    let sid = &failed.session_id;
     let mut c = s.attach(sid, ADMIN).await;
     c.send("pty.join_session", json!({ "role": "observer" }))
         .await;
@@ -160,8 +160,8 @@ async fn ext_scenario_10_teardown_emits_one_closed_then_goodbye_and_keeps_it_aft
 
     let s2 = TestServer::start_in(&s.dir, &[]).await;
     assert_eq!(
-        s2.session(&sid).await["close_reason"],
-        "instance_terminated"
+        s2.session(&sid).await.close_reason.as_deref(),
+        Some("instance_terminated")
     );
     closed_is_retained(&s2, &sid, closed[0]).await;
 }
@@ -335,7 +335,7 @@ async fn a_viewer_that_is_behind_when_the_session_ends_still_gets_a_keyframe_and
     let v = s
         .create_session(json!({ "argv": ["sh", "-c", script], "cols": 80, "rows": 24 }))
         .await;
-    let sid = v["session_id"].as_str().unwrap().to_owned();
+    let sid = v.session_id;
     let mut fast = s.attach(&sid, ADMIN).await;
     fast.join("controller").await;
     let mut slow = s.attach(&sid, ADMIN).await;

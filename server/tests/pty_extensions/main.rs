@@ -51,7 +51,7 @@ async fn flood_session(s: &TestServer, bytes: usize) -> String {
     let v = s
         .create_session(json!({ "argv": ["sh", "-c", script], "cols": 80, "rows": 24 }))
         .await;
-    v["session_id"].as_str().unwrap().to_owned()
+    v.session_id
 }
 
 fn count_a(frames: &[serde_json::Value]) -> usize {

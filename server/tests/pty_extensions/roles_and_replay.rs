@@ -37,10 +37,7 @@ async fn ext_scenario_1_single_controller_join_input_output_resize_leave() {
         (Some(100), Some(30))
     );
     let view = s.session(&sid).await;
-    assert_eq!(
-        (view["cols"].as_u64(), view["rows"].as_u64()),
-        (Some(100), Some(30))
-    );
+    assert_eq!((view.cols, view.rows), (100, 30));
 
     c.send("pty.leave_session", json!({})).await;
     let (code, frames) = c.until_close().await;
@@ -52,7 +49,7 @@ async fn ext_scenario_1_single_controller_join_input_output_resize_leave() {
         .unwrap();
     assert_eq!(last["payload"]["controllers"], json!([]));
     assert_eq!(
-        s.session(&sid).await["state"],
+        s.session(&sid).await.state,
         "running",
         "the session survives a leave"
     );
@@ -220,7 +217,7 @@ async fn ext_scenario_6_replay_within_window_sends_missed_frames_then_keyframe_t
     let n = seq(seen.last().unwrap());
     drop(first);
     // The server notices the dropped socket and releases its role.
-    s.wait_until(&sid, |v| v["controllers"] == 0).await;
+    s.wait_until(&sid, |v| v.controllers == 0).await;
 
     let mut other = s.attach(&sid, ADMIN).await;
     // The dropped controller's role is released, so this joiner gets it.
@@ -282,8 +279,7 @@ async fn ext_scenario_7_replay_out_of_range_sends_error_then_keyframe() {
         ctl.input(&format!("line {i}\n")).await;
         ctl.output_until(&format!("line {i}\r\nline {i}")).await;
     }
-    s.wait_until(&sid, |v| v["replay_floor"].as_u64() > Some(1))
-        .await;
+    s.wait_until(&sid, |v| v.replay_floor > 1).await;
     let mut late = s.attach(&sid, ADMIN).await;
     let init = late
         .join_with(json!({ "role": "observer" }), json!({ "replay_from": 1 }))

@@ -19,8 +19,8 @@ async fn replay_survives_a_server_restart_and_a_crash() {
         let s2 = TestServer::start_in(&s.dir, &[]).await;
         let view = s2.session(&sid).await;
         assert_eq!(
-            (view["state"].as_str(), view["close_reason"].as_str()),
-            (Some("closed"), Some("instance_terminated"))
+            (view.state.as_str(), view.close_reason.as_deref()),
+            ("closed", Some("instance_terminated"))
         );
 
         let mut late = s2.attach(&sid, ADMIN).await;
@@ -61,10 +61,8 @@ async fn a_late_joiners_keyframe_repaints_a_full_screen_program_cell_for_cell() 
     let script = r#"printf '\033[?1049h\033[H\033[2J\033[1;37;44m top - 10:00 \033[K\033[0m\r\n\033[7m PID USER \033[27m\r\n\033[3;6r\033[3;1H\033[32m 101 root\033[0m\r\n 102 app \033[38;5;202m\342\226\210\033[38;2;1;2;3m\344\270\255\033[0m\033[6;3H\033[4mU\033[24m\033[?25l\033[5;9H'; sleep 60"#;
     let sid = s
         .create_session(json!({ "command": script, "cols": 40, "rows": 8 }))
-        .await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .await
+        .session_id;
     let mut first = s.attach(&sid, ADMIN).await;
     first.join("observer").await;
     tokio::time::sleep(Duration::from_millis(500)).await;

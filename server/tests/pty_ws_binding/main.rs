@@ -34,10 +34,7 @@ fn assert_error(frame: &Value, id: Option<&str>, code: &str) {
 
 /// A shell session, for A2A tasks on this binding.
 async fn shell(s: &TestServer) -> String {
-    s.create_session(json!({})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    s.create_session(json!({})).await.session_id
 }
 
 fn text_message(text: &str) -> Value {

@@ -40,8 +40,7 @@ async fn binding_scenario_5_replay_older_than_retention_is_out_of_range_then_key
         c.input(&format!("{i}\n")).await;
         c.output_until(&format!("{i}\r\n{i}")).await;
     }
-    s.wait_until(&sid, |v| v["replay_floor"].as_u64() > Some(2))
-        .await;
+    s.wait_until(&sid, |v| v.replay_floor > 2).await;
     let mut back = s.attach(&sid, ADMIN).await;
     let init = back
         .join_with(json!({ "role": "observer" }), json!({ "replay_from": 2 }))
