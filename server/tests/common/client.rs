@@ -11,7 +11,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-use wire::server::{ServerFrame, ServerOp};
+use wire::a2a::Task;
+use wire::server::{ErrorPayload, Sent, ServerFrame, ServerOp};
 use wire::{ErrorCode, SessionFrame};
 
 use super::*;
@@ -327,6 +328,43 @@ pub fn snapshot(f: &Value) -> Vec<u8> {
         Some(SessionFrame::Keyframe { snapshot, .. }) => snapshot.0,
         _ => panic!("not a Keyframe: {f}"),
     }
+}
+
+/// An `Error` frame's payload.
+pub fn error_of(f: &Value) -> ErrorPayload {
+    match typed(f).op {
+        ServerOp::Error(e) => *e,
+        _ => panic!("not an Error frame: {f}"),
+    }
+}
+
+/// The task a frame carries: a SendMessage, GetTask or CancelTask answer, or an update.
+pub fn task_of(f: &Value) -> Task {
+    match typed(f).op {
+        ServerOp::SendMessage(sent) => match *sent {
+            Sent::Task(task) => task,
+            Sent::Message(m) => panic!("a message, not a task: {m:?}"),
+        },
+        ServerOp::GetTask(a) | ServerOp::CancelTask(a) => a.task,
+        ServerOp::TaskUpdate(u) => u.task,
+        _ => panic!("no task in {f}"),
+    }
+}
+
+/// A frame's `op`.
+pub fn op_of(f: &Value) -> &'static str {
+    typed(f).op.name()
+}
+
+/// The `trace_id` service parameter a frame carries.
+pub fn trace_id(f: &Value) -> Option<String> {
+    let params = typed(f).service_parameters?;
+    params.get("trace_id")?.as_str().map(str::to_owned)
+}
+
+/// The request id a frame answers (or its own id).
+pub fn id_of(f: &Value) -> String {
+    typed(f).id
 }
 
 /// Runs `cat` in a fresh session: whatever a controller types comes back as output.

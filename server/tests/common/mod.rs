@@ -1,6 +1,6 @@
 //! Test harness: the real `ptyhost` binary on 127.0.0.1:0 with a temporary data dir, and a
 //! tokio-tungstenite pty-ws client.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -10,7 +10,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-pub use wire::control::{NewLink, Session};
+pub use wire::a2a::{Content, Task, TaskState};
+pub use wire::control::{ErrorBody, NewLink, Session};
 
 mod client;
 mod proc;
@@ -399,6 +400,33 @@ impl TestServer {
         assert_eq!(status, 200, "GET {path}: {body}");
         serde_json::from_value(body).unwrap_or_else(|e| panic!("GET {path}: {e}"))
     }
+}
+
+/// The task an A2A 1.0 answer carries (`{"task": …}`, or the task itself).
+pub fn task_in(body: &Value) -> Task {
+    let task = body.get("task").unwrap_or(body);
+    serde_json::from_value(task.clone()).unwrap_or_else(|e| panic!("not a task ({e}): {body}"))
+}
+
+/// The text of a task's artifacts, in order.
+pub fn artifact_text(task: &Task) -> String {
+    task.artifacts
+        .iter()
+        .flatten()
+        .flat_map(|a| &a.parts)
+        .filter_map(|p| match &p.content {
+            Content::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A control-plane refusal's `error.code`.
+pub fn error_code(body: &Value) -> String {
+    let refusal: ErrorBody = serde_json::from_value(body.clone())
+        .unwrap_or_else(|e| panic!("not an error ({e}): {body}"));
+    assert!(!refusal.error.message.is_empty(), "{body}");
+    refusal.error.code
 }
 
 impl Drop for TestServer {

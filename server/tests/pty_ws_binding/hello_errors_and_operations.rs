@@ -84,22 +84,13 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
         .await;
     let e = c.next().await;
     assert_error(&e, Some(&id), "UNSUPPORTED_OPERATION");
-    assert!(
-        e["payload"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("JSON-RPC")
-    );
+    assert!(error_of(&e).message.contains("JSON-RPC"));
     let id = c.send("SendMessage", json!({ "message": {} })).await;
     let e = c.next().await;
     assert_error(&e, Some(&id), "INVALID_REQUEST");
     let id = c.send("GetTask", json!({ "task_id": "nope" })).await;
     let e = c.expect_op("Error").await;
     assert_error(&e, Some(&id), "TASK_NOT_FOUND");
-    assert_eq!(
-        e["payload"]["a2a_error"]["details"][0]["reason"],
-        "TASK_NOT_FOUND"
-    );
     let id = c
         .send(
             "pty.join_session",
@@ -109,9 +100,8 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
     let e = c.next().await;
     assert_error(&e, Some(&id), "UNSUPPORTED_OPERATION");
     assert!(
-        e["payload"]["message"]
-            .as_str()
-            .unwrap()
+        error_of(&e)
+            .message
             .starts_with("session_backend.not_implemented")
     );
     let id = c
@@ -122,12 +112,11 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
         .await;
     let e = c.next().await;
     assert!(
-        e["payload"]["message"]
-            .as_str()
-            .unwrap()
+        error_of(&e)
+            .message
             .starts_with("session_class.not_implemented")
     );
-    assert_eq!(e["id"], id.as_str());
+    assert_eq!(id_of(&e), id);
 
     let id = c
         .send(
@@ -145,7 +134,7 @@ async fn binding_scenario_3_every_error_this_binding_produces_is_reachable_and_m
     let id = c.send("pty.request_keyframe", json!({})).await;
     let e = c.expect_op("Error").await;
     assert_error(&e, Some(&id), "RATE_LIMITED");
-    assert_eq!(e["payload"]["retryable"], true);
+    assert!(error_of(&e).retryable);
 
     let mut r = s.attach(&sid, ADMIN).await;
     let init = r
@@ -173,73 +162,71 @@ async fn binding_scenario_2_all_six_core_operations_round_trip() {
 
     let id = c.send("SendMessage", text_message("echo over-ws")).await;
     let r = c.expect_op("SendMessage.Response").await;
-    assert_eq!(r["id"], id.as_str());
-    let task = &r["payload"]["task"];
+    assert_eq!(id_of(&r), id);
+    let task = task_of(&r);
     assert_eq!(
-        (task["status"]["state"].as_str(), task["contextId"].as_str()),
-        (Some("TASK_STATE_COMPLETED"), Some(sid.as_str()))
+        (task.status.state, task.context_id.as_str()),
+        (TaskState::Completed, sid.as_str())
     );
-    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "over-ws\r\n");
-    let task_id = task["id"].as_str().unwrap().to_owned();
+    assert_eq!(artifact_text(&task), "over-ws\r\n");
+    let task_id = task.id;
 
     c.send(
         "GetTask",
         json!({ "task_id": task_id, "history_length": 0 }),
     )
     .await;
-    let got = c.expect_op("GetTask.Response").await;
-    assert_eq!(got["payload"]["task"]["id"], task_id.as_str());
-    assert!(got["payload"]["task"].get("history").is_none());
+    let got = task_of(&c.expect_op("GetTask.Response").await);
+    assert_eq!(got.id, task_id);
+    assert!(got.history.is_empty());
 
     c.send("ListTasks", json!({ "page_size": 10 })).await;
-    let listed = c.expect_op("ListTasks.Response").await;
-    assert_eq!(listed["payload"]["tasks"][0]["id"], task_id.as_str());
-    assert_eq!(listed["payload"]["next_page_token"], "");
+    let ServerOp::ListTasks(listed) = typed(&c.expect_op("ListTasks.Response").await).op else {
+        panic!("not a task page");
+    };
+    assert_eq!(listed.tasks[0].id, task_id);
+    assert_eq!(listed.next_page_token, "");
 
     let id = c
         .send("SendStreamingMessage", text_message("echo streamed-ws"))
         .await;
-    let accepted = c.expect_op("SendStreamingMessage.Accepted").await;
-    assert_eq!(accepted["id"], id.as_str());
+    let accepted = typed(&c.expect_op("SendStreamingMessage.Accepted").await);
+    assert_eq!(accepted.id, id);
+    let ServerOp::StreamAccepted(accepted) = accepted.op else {
+        panic!("not accepted");
+    };
     let updates = updates_until_terminal(&mut c).await;
-    let last = &updates.last().unwrap()["payload"]["task"];
-    assert_eq!(last["id"], accepted["payload"]["task_id"]);
-    assert_eq!(last["status"]["state"], "TASK_STATE_COMPLETED");
-    assert_eq!(last["artifacts"][0]["parts"][0]["text"], "streamed-ws\r\n");
+    let last = task_of(updates.last().unwrap());
+    assert_eq!(last.id, accepted.task_id);
+    assert_eq!(last.status.state, TaskState::Completed);
+    assert_eq!(artifact_text(&last), "streamed-ws\r\n");
 
     let mut slow = text_message("sleep 0.5; echo late");
     slow["configuration"] = json!({ "returnImmediately": true });
     c.send("SendMessage", slow).await;
-    let started = c.expect_op("SendMessage.Response").await;
-    let slow_id = started["payload"]["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let slow_id = task_of(&c.expect_op("SendMessage.Response").await).id;
     c.send("SubscribeToTask", json!({ "task_id": slow_id }))
         .await;
-    assert!(c.expect_op("SubscribeToTask.Accepted").await["payload"]["current_sequence"].is_u64());
+    assert!(matches!(
+        typed(&c.expect_op("SubscribeToTask.Accepted").await).op,
+        ServerOp::SubscribeAccepted(_)
+    ));
     let updates = updates_until_terminal(&mut c).await;
     assert_eq!(
-        updates.last().unwrap()["payload"]["task"]["status"]["state"],
-        "TASK_STATE_COMPLETED"
+        task_of(updates.last().unwrap()).status.state,
+        TaskState::Completed
     );
     let id = c.send("Unsubscribe", json!({ "task_id": slow_id })).await;
-    assert_eq!(c.expect_op("Unsubscribe.Response").await["id"], id.as_str());
+    assert_eq!(id_of(&c.expect_op("Unsubscribe.Response").await), id);
 
     let mut long = text_message("sleep 100");
     long["configuration"] = json!({ "returnImmediately": true });
     c.send("SendMessage", long).await;
-    let long_id = c.expect_op("SendMessage.Response").await["payload"]["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let long_id = task_of(&c.expect_op("SendMessage.Response").await).id;
     tokio::time::sleep(Duration::from_millis(300)).await;
     c.send("CancelTask", json!({ "task_id": long_id })).await;
-    let canceled = c.expect_op("CancelTask.Response").await;
-    assert_eq!(
-        canceled["payload"]["task"]["status"]["state"],
-        "TASK_STATE_CANCELED"
-    );
+    let canceled = task_of(&c.expect_op("CancelTask.Response").await);
+    assert_eq!(canceled.status.state, TaskState::Canceled);
     let id = c.send("CancelTask", json!({ "task_id": task_id })).await;
     let e = c.expect_op("Error").await;
     assert_error(&e, Some(&id), "TASK_NOT_CANCELABLE");
@@ -260,9 +247,10 @@ async fn a_required_extension_is_activated_through_service_parameters() {
     let mut c = s.attach(&sid, ADMIN).await;
     let id = c.send("SendMessage", text_message("true")).await;
     let e = c.expect_op("Error").await;
-    assert_eq!(e["id"], id);
+    assert_eq!(id_of(&e), id);
     assert_eq!(
-        e["payload"]["a2a_error"]["details"][0]["reason"], "EXTENSION_SUPPORT_REQUIRED",
+        error_of(&e).a2a_error.details[0].reason,
+        "EXTENSION_SUPPORT_REQUIRED",
         "{e}"
     );
     c.send(
@@ -272,11 +260,8 @@ async fn a_required_extension_is_activated_through_service_parameters() {
     .await;
     c.expect_op("UpdateServiceParameters.Response").await;
     c.send("SendMessage", text_message("true")).await;
-    let done = c.expect_op("SendMessage.Response").await;
-    assert_eq!(
-        done["payload"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{done}"
-    );
+    let done = task_of(&c.expect_op("SendMessage.Response").await);
+    assert_eq!(done.status.state, TaskState::Completed, "{done:?}");
 }
 
 #[tokio::test]
@@ -297,7 +282,7 @@ async fn binding_scenario_13_trace_ids_from_the_first_frame_appear_on_every_task
     let updates = updates_until_terminal(&mut c).await;
     assert!(updates.len() >= 3);
     for u in &updates {
-        assert_eq!(u["service_parameters"]["trace_id"], "trace-13", "{u}");
+        assert_eq!(trace_id(u), Some("trace-13".into()), "{u}");
     }
     // An update replaces the parameters for what follows.
     c.send(
@@ -309,7 +294,7 @@ async fn binding_scenario_13_trace_ids_from_the_first_frame_appear_on_every_task
     c.send("SendStreamingMessage", text_message("true")).await;
     c.expect_op("SendStreamingMessage.Accepted").await;
     for u in updates_until_terminal(&mut c).await {
-        assert_eq!(u["service_parameters"]["trace_id"], "trace-14");
+        assert_eq!(trace_id(&u), Some("trace-14".into()));
     }
 }
 
@@ -342,29 +327,31 @@ async fn binding_8_3_task_updates_are_sequenced_and_a_resubscribe_with_replay_fr
     let mut streamed = Vec::new();
     loop {
         let f = streamer.next().await;
-        if let Some(n) = f["sequence"].as_u64() {
+        if let Some(n) = typed(&f).sequence {
             assert!(
                 n > last,
                 "frames of one connection in sequence order: {n} after {last}"
             );
             last = n;
         }
-        if f["op"] == "TaskStatusUpdate" {
-            let state = f["payload"]["task"]["status"]["state"].clone();
+        if let ServerOp::TaskUpdate(u) = typed(&f).op {
             streamed.push(f);
-            if state == "TASK_STATE_COMPLETED" {
+            if u.task.status.state == TaskState::Completed {
                 break;
             }
         }
     }
     // The same event has the same sequence and id for every follower.
     for f in &seen {
-        if f["payload"]["delta"].get("task").is_none() {
+        let ServerOp::TaskUpdate(u) = typed(f).op else {
+            panic!("not an update: {f}");
+        };
+        if !matches!(u.delta, StreamResponse::Task(_)) {
             let same = streamed
                 .iter()
-                .find(|u| u["id"] == f["id"])
+                .find(|u| id_of(u) == id_of(f))
                 .expect("the same update");
-            assert_eq!(same["sequence"], f["sequence"], "{f}");
+            assert_eq!(seq(same), seq(f), "{f}");
         }
     }
 
@@ -379,24 +366,24 @@ async fn binding_8_3_task_updates_are_sequenced_and_a_resubscribe_with_replay_fr
     )
     .await;
     back.expect_op("SubscribeToTask.Accepted").await;
-    let expected: Vec<(u64, Value)> = streamed
+    let expected: Vec<(u64, String)> = streamed
         .iter()
         .filter(|u| seq(u) > resume)
-        .map(|u| (seq(u), u["id"].clone()))
+        .map(|u| (seq(u), id_of(u)))
         .collect();
     assert!(expected.len() >= 3, "{streamed:?}");
     let mut replayed = Vec::new();
     while replayed.len() < expected.len() {
         let f = back.expect_op("TaskStatusUpdate").await;
-        replayed.push((seq(&f), f["id"].clone()));
+        replayed.push((seq(&f), id_of(&f)));
     }
     assert_eq!(
         replayed, expected,
         "every update after replay_from, as it first went out"
     );
     assert_eq!(
-        streamed.last().unwrap()["payload"]["task"]["status"]["state"],
-        "TASK_STATE_COMPLETED"
+        task_of(streamed.last().unwrap()).status.state,
+        TaskState::Completed
     );
 
     // Resubscribing while the task runs: the missed updates first, then live ones.
@@ -408,7 +395,7 @@ async fn binding_8_3_task_updates_are_sequenced_and_a_resubscribe_with_replay_fr
     let mut early = Vec::new();
     while early.len() < 3 {
         let f = streamer.next().await;
-        if f["op"] == "TaskStatusUpdate" {
+        if op_of(&f) == "TaskStatusUpdate" {
             early.push(f);
         }
     }
@@ -429,11 +416,11 @@ async fn binding_8_3_task_updates_are_sequenced_and_a_resubscribe_with_replay_fr
     assert_eq!(
         replayed
             .iter()
-            .map(|f| (seq(f), f["id"].clone()))
+            .map(|f| (seq(f), id_of(f)))
             .collect::<Vec<_>>(),
         early[1..]
             .iter()
-            .map(|f| (seq(f), f["id"].clone()))
+            .map(|f| (seq(f), id_of(f)))
             .collect::<Vec<_>>(),
         "the updates after replay_from, as they first went out"
     );
@@ -441,7 +428,7 @@ async fn binding_8_3_task_updates_are_sequenced_and_a_resubscribe_with_replay_fr
     loop {
         let f = again.expect_op("TaskStatusUpdate").await;
         order.push(seq(&f));
-        if f["payload"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED" {
+        if task_of(&f).status.state == TaskState::Completed {
             break;
         }
     }
@@ -455,7 +442,7 @@ async fn binding_8_3_task_updates_are_sequenced_and_a_resubscribe_with_replay_fr
         )
         .await;
     assert!(
-        joined.iter().all(|f| f["op"] != "TaskStatusUpdate"),
+        joined.iter().all(|f| op_of(f) != "TaskStatusUpdate"),
         "{joined:?}"
     );
 }

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
+use wire::a2a::StreamResponse;
+use wire::server::ServerOp;
 
 mod frames_and_limits;
 mod hello_errors_and_operations;
@@ -16,20 +18,16 @@ mod replay_and_upgrades;
 
 /// Checks an `Error` frame: echoed id, code, populated canonical A2A error.
 fn assert_error(frame: &Value, id: Option<&str>, code: &str) {
-    assert_eq!(frame["op"], "Error", "{frame}");
+    let p = error_of(frame);
     if let Some(id) = id {
-        assert_eq!(frame["id"], id);
+        assert_eq!(id_of(frame), id);
     }
-    let p = &frame["payload"];
-    assert_eq!(p["code"], code);
-    assert!(!p["message"].as_str().unwrap().is_empty());
-    assert!(p["retryable"].is_boolean());
-    assert_eq!(p["a2a_error"]["details"][0]["reason"], code);
-    assert_eq!(
-        p["a2a_error"]["details"][0]["@type"],
-        "type.googleapis.com/google.rpc.ErrorInfo"
-    );
-    assert!(p["a2a_error"]["status"].is_string() && p["a2a_error"]["code"].is_u64());
+    assert_eq!(p.code.as_str(), code);
+    assert!(!p.message.is_empty());
+    let info = &p.a2a_error.details[0];
+    assert_eq!(info.reason, code);
+    assert_eq!(info.type_url, "type.googleapis.com/google.rpc.ErrorInfo");
+    assert!(!p.a2a_error.status.is_empty() && p.a2a_error.code > 0);
 }
 
 /// A shell session, for A2A tasks on this binding.
@@ -44,8 +42,10 @@ fn text_message(text: &str) -> Value {
 /// Starts `command` as a streamed task on `c`; returns the task's id.
 async fn stream_task(c: &mut Client, command: &str) -> String {
     c.send("SendStreamingMessage", text_message(command)).await;
-    let accepted = c.expect_op("SendStreamingMessage.Accepted").await;
-    accepted["payload"]["task_id"].as_str().unwrap().to_owned()
+    match typed(&c.expect_op("SendStreamingMessage.Accepted").await).op {
+        ServerOp::StreamAccepted(a) => a.task_id,
+        op => panic!("{op:?}"),
+    }
 }
 
 /// Reads TaskStatusUpdate frames until the task is terminal; returns them.
@@ -53,18 +53,9 @@ async fn updates_until_terminal(c: &mut Client) -> Vec<Value> {
     let mut frames = Vec::new();
     loop {
         let f = c.expect_op("TaskStatusUpdate").await;
-        let state = f["payload"]["task"]["status"]["state"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let state = task_of(&f).status.state;
         frames.push(f);
-        if [
-            "TASK_STATE_COMPLETED",
-            "TASK_STATE_FAILED",
-            "TASK_STATE_CANCELED",
-        ]
-        .contains(&state.as_str())
-        {
+        if state.is_terminal() {
             return frames;
         }
     }
