@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use wire::a2a::Task;
 use wire::server::{ErrorPayload, Sent, ServerFrame, ServerOp};
-use wire::{ErrorCode, SessionFrame};
+use wire::{CloseReason, ErrorCode, PtyErrorCode, Role, SessionFrame};
 
 use super::*;
 
@@ -287,7 +287,7 @@ pub fn typed(f: &Value) -> ServerFrame {
 }
 
 /// The session frame a frame carries, if it is one.
-fn session_frame(f: &Value) -> Option<SessionFrame> {
+pub fn session_frame(f: &Value) -> Option<SessionFrame> {
     match typed(f).op {
         ServerOp::Session(frame) => Some(frame),
         _ => None,
@@ -360,6 +360,49 @@ pub fn op_of(f: &Value) -> &'static str {
 pub fn trace_id(f: &Value) -> Option<String> {
     let params = typed(f).service_parameters?;
     params.get("trace_id")?.as_str().map(str::to_owned)
+}
+
+/// Why a `binding_goodbye` frame says the server closes.
+pub fn goodbye_reason(f: &Value) -> String {
+    match typed(f).op {
+        ServerOp::Goodbye(g) => g.reason,
+        _ => panic!("not a goodbye: {f}"),
+    }
+}
+
+/// Whether `f` is the session's `PTY_OUTPUT_LAGGED` error.
+pub fn is_lagged(f: &Value) -> bool {
+    matches!(
+        session_frame(f),
+        Some(SessionFrame::Error {
+            code: PtyErrorCode::PtyOutputLagged,
+            ..
+        })
+    )
+}
+
+/// The role a `RoleAssigned` frame gives: the role, the client, and whether it was less
+/// than asked for.
+pub fn role_of(f: &Value) -> (Role, String, bool) {
+    match session_frame(f) {
+        Some(SessionFrame::RoleAssigned {
+            role,
+            client_id,
+            downgraded,
+            ..
+        }) => (role, client_id, downgraded == Some(true)),
+        _ => panic!("not a RoleAssigned frame: {f}"),
+    }
+}
+
+/// A `Closed` frame's exit code and reason.
+pub fn closed_of(f: &Value) -> (Option<i32>, CloseReason) {
+    match session_frame(f) {
+        Some(SessionFrame::Closed {
+            exit_code, reason, ..
+        }) => (exit_code, reason),
+        _ => panic!("not a Closed frame: {f}"),
+    }
 }
 
 /// The request id a frame answers (or its own id).

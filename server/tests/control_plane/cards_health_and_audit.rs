@@ -81,7 +81,8 @@ async fn a_browser_navigating_to_a_session_gets_the_page_and_an_api_client_the_j
         .json()
         .await
         .unwrap();
-    assert_eq!(json["session_id"], sid.as_str());
+    let json: Session = serde_json::from_value(json).unwrap();
+    assert_eq!(json.session_id, sid);
     assert_eq!(
         s.http.get(&url).send().await.unwrap().status(),
         401,
@@ -174,8 +175,8 @@ async fn the_audit_log_records_attaches_denied_writes_role_changes_and_link_use_
     let id = bob.input("rm -rf /\n").await;
     let refused = bob.expect_op("Error").await;
     assert_eq!(
-        (refused["id"].as_str(), refused["payload"]["code"].as_str()),
-        (Some(id.as_str()), Some("PERMISSION_DENIED"))
+        (id_of(&refused), error_of(&refused).code.as_str()),
+        (id, "PERMISSION_DENIED")
     );
 
     // An operator takes control; the link is revoked.
@@ -203,9 +204,10 @@ async fn the_audit_log_records_attaches_denied_writes_role_changes_and_link_use_
     ];
     let records = tokio::time::timeout(WAIT, async {
         loop {
-            let (_, log) = s.get(&format!("/audit?session_id={sid}"), ADMIN).await;
-            let records = log["records"].as_array().cloned().unwrap_or_default();
-            let seen: Vec<&str> = records.iter().filter_map(|r| r["event"].as_str()).collect();
+            let log: control::AuditRecords =
+                s.get_as(&format!("/audit?session_id={sid}"), ADMIN).await;
+            let records = log.records;
+            let seen: Vec<&str> = records.iter().map(|r| r.event.as_str()).collect();
             if wanted.iter().all(|w| seen.contains(w)) {
                 return records;
             }
@@ -214,30 +216,29 @@ async fn the_audit_log_records_attaches_denied_writes_role_changes_and_link_use_
     })
     .await
     .expect("every event is recorded");
-    let of =
-        |event: &str| -> Vec<&Value> { records.iter().filter(|r| r["event"] == event).collect() };
+    // A record's `detail` is open JSON: each event says what it holds.
+    let of = |event: &str| -> Vec<&control::AuditRecord> {
+        records.iter().filter(|r| r.event == event).collect()
+    };
     let share_uses: Vec<&str> = of("share_link_used")
         .iter()
-        .map(|r| r["detail"]["to"].as_str().unwrap())
+        .map(|r| r.detail["to"].as_str().unwrap())
         .collect();
     assert!(
         share_uses.contains(&"sign_in") && share_uses.contains(&"attach"),
         "{share_uses:?}"
     );
-    assert_eq!(of("write_denied")[0]["token_id"], link_id.as_str());
-    assert_eq!(of("write_denied")[0]["detail"]["what"], "input");
-    let change = of("role_changed")[0];
+    assert_eq!(of("write_denied")[0].token_id.as_ref(), Some(&link_id));
+    assert_eq!(of("write_denied")[0].detail["what"], "input");
+    let change = &of("role_changed")[0].detail;
     assert_eq!(
-        (
-            change["detail"]["from"].as_str(),
-            change["detail"]["to"].as_str()
-        ),
+        (change["from"].as_str(), change["to"].as_str()),
         (Some("observer"), Some("controller"))
     );
     assert!(
         of("attach")
             .iter()
-            .any(|r| r["detail"]["scope"] == "pty:observe")
+            .any(|r| r.detail["scope"] == "pty:observe")
     );
 
     // Neither the records nor the log hold a token's value.
@@ -259,18 +260,21 @@ async fn the_audit_log_records_attaches_denied_writes_role_changes_and_link_use_
 async fn a_managed_tmux_session_survives_a_server_restart_and_a_crash_with_its_history() {
     let tmp = tempfile::tempdir().unwrap();
     let mut s = TestServer::start_in(tmp.path(), &[]).await;
-    let hosts =
-        s.attach(&cat_session(&s).await, ADMIN).await.hello["payload"]["session_host"].clone();
+    let ServerOp::Hello(hello) = typed(&s.attach(&cat_session(&s).await, ADMIN).await.hello).op
+    else {
+        panic!("no hello");
+    };
+    let hosts = hello.session_host;
     if !tmux_installed() {
         assert_eq!(
-            hosts["supported_backends"],
-            json!(["native"]),
+            hosts.supported_backends,
+            ["native"],
             "only what is installed"
         );
         return;
     }
-    assert_eq!(hosts["supported_backends"], json!(["native", "tmux"]));
-    assert_eq!(hosts["supported_classes"], json!(["direct", "managed"]));
+    assert_eq!(hosts.supported_backends, ["native", "tmux"]);
+    assert_eq!(hosts.supported_classes, ["direct", "managed"]);
     let (status, created) = s
         .post(
             "/sessions",
@@ -279,14 +283,15 @@ async fn a_managed_tmux_session_survives_a_server_restart_and_a_crash_with_its_h
         )
         .await;
     assert_eq!(status, 201, "{created}");
+    let created: Session = serde_json::from_value(created).unwrap();
     assert_eq!(
         (
-            created["session_backend"].as_str(),
-            created["session_class"].as_str()
+            created.session_backend.as_str(),
+            created.session_class.as_str()
         ),
-        (Some("tmux"), Some("managed"))
+        ("tmux", "managed")
     );
-    let sid = created["session_id"].as_str().unwrap().to_owned();
+    let sid = created.session_id;
 
     let mut c = s.attach(&sid, ADMIN).await;
     c.join("observer").await;
@@ -296,10 +301,7 @@ async fn a_managed_tmux_session_survives_a_server_restart_and_a_crash_with_its_h
     assert!(s.stop().await.success());
     let (_, frames) = c.until_close().await;
     assert!(frames.iter().all(|f| kind(f) != "Closed"));
-    assert_eq!(
-        frames.last().unwrap()["payload"]["reason"],
-        "server_shutdown"
-    );
+    assert_eq!(goodbye_reason(frames.last().unwrap()), "server_shutdown");
 
     for restart in ["after a stop", "after a crash"] {
         s = TestServer::start_in(tmp.path(), &[]).await;

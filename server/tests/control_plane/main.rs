@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use wire::control;
+use wire::server::ServerOp;
 
 mod cards_health_and_audit;
 mod sessions_and_tokens;

@@ -89,11 +89,10 @@ async fn bad_session_requests_get_typed_errors_and_create_nothing() {
     ] {
         let (status, err) = s.post("/sessions", ADMIN, body.clone()).await;
         assert_eq!(status, 400, "{body}");
-        assert_eq!(err["error"]["code"], code, "{body}: {err}");
-        assert!(!err["error"]["message"].as_str().unwrap().is_empty());
+        assert_eq!(error_code(&err), code, "{body}: {err}");
     }
-    let (_, list) = s.get("/sessions", ADMIN).await;
-    assert_eq!(list["sessions"], json!([]));
+    let list: control::SessionList = s.get_as("/sessions", ADMIN).await;
+    assert_eq!(list.sessions, []);
 }
 
 #[tokio::test]
@@ -101,8 +100,8 @@ async fn scopes_gate_the_control_plane_and_bound_tokens_see_only_their_session()
     let s = TestServer::start(&[]).await;
     let (status, err) = s.post("/sessions", "wrong", json!({})).await;
     assert_eq!(
-        (status, err["error"]["code"].as_str()),
-        (401, Some("unauthenticated"))
+        (status, error_code(&err).as_str()),
+        (401, "unauthenticated")
     );
     let r = s.http.get(s.url("/sessions")).send().await.unwrap();
     assert_eq!(r.status(), 401);
@@ -120,8 +119,8 @@ async fn scopes_gate_the_control_plane_and_bound_tokens_see_only_their_session()
     let observe = s.token("pty:observe", None).await;
     let (status, err) = s.post("/sessions", &observe, json!({})).await;
     assert_eq!(
-        (status, err["error"]["code"].as_str()),
-        (403, Some("permission_denied"))
+        (status, error_code(&err).as_str()),
+        (403, "permission_denied")
     );
     let r = s
         .http
@@ -131,21 +130,15 @@ async fn scopes_gate_the_control_plane_and_bound_tokens_see_only_their_session()
         .await
         .unwrap();
     assert_eq!(r.status(), 403);
-    assert_eq!(
-        s.get("/sessions", &observe).await.1["sessions"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2
-    );
+    let seen: control::SessionList = s.get_as("/sessions", &observe).await;
+    assert_eq!(seen.sessions.len(), 2);
 
     let bound = s.token("pty:control", Some(&mine)).await;
-    let (_, list) = s.get("/sessions", &bound).await;
-    let ids: Vec<&str> = list["sessions"]
-        .as_array()
-        .unwrap()
+    let list: control::SessionList = s.get_as("/sessions", &bound).await;
+    let ids: Vec<&str> = list
+        .sessions
         .iter()
-        .map(|v| v["session_id"].as_str().unwrap())
+        .map(|v| v.session_id.as_str())
         .collect();
     assert_eq!(ids, vec![mine.as_str()]);
     assert_eq!(
@@ -177,20 +170,22 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
         )
         .await;
     assert_eq!(status, 201);
-    let token = link["token"].as_str().unwrap().to_owned();
+    let link: control::NewLink = serde_json::from_value(link).unwrap();
+    let token = link.token.clone();
     assert_eq!(
-        link["url"],
+        link.url,
         format!("https://pty.example/sessions/{sid}#token={token}")
     );
-    assert!(link["expires_at"].as_str().unwrap().ends_with('Z'));
+    assert!(link.expires_at.as_ref().unwrap().ends_with('Z'));
 
     let (_, links) = s.get(&format!("/sessions/{sid}/share"), ADMIN).await;
-    assert_eq!(links["links"][0]["id"], link["id"]);
-    assert_eq!(links["links"][0]["label"], "for bob");
     assert!(
         !links.to_string().contains(&token),
         "listing never shows a token"
     );
+    let links: control::ShareLinks = serde_json::from_value(links).unwrap();
+    assert_eq!(links.links[0].id, link.id);
+    assert_eq!(links.links[0].label.as_deref(), Some("for bob"));
 
     let mut ctl = s.attach(&sid, ADMIN).await;
     ctl.join("controller").await;
@@ -198,13 +193,13 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
     let id = viewer
         .send("pty.join_session", json!({ "role": "controller" }))
         .await;
-    assert_eq!(viewer.next().await["id"], id.as_str());
+    assert_eq!(id_of(&viewer.next().await), id);
     viewer.join("observer").await;
     let id = viewer.input("nope").await;
     let e = viewer.expect_op("Error").await;
     assert_eq!(
-        (e["id"].as_str(), e["payload"]["code"].as_str()),
-        (Some(id.as_str()), Some("PERMISSION_DENIED"))
+        (id_of(&e), error_of(&e).code.as_str()),
+        (id, "PERMISSION_DENIED")
     );
     ctl.input("shared view\n").await;
     viewer.output_until("shared view").await;
@@ -231,7 +226,7 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
         );
     }
 
-    let link_id = link["id"].as_str().unwrap();
+    let link_id = &link.id;
     assert_eq!(
         s.delete(&format!("/sessions/{sid}/share/{link_id}"), ADMIN)
             .await
@@ -250,10 +245,8 @@ async fn an_observer_link_attaches_read_only_until_it_is_revoked() {
             .0,
         404
     );
-    assert_eq!(
-        s.get(&format!("/sessions/{sid}/share"), ADMIN).await.1["links"],
-        json!([])
-    );
+    let links: control::ShareLinks = s.get_as(&format!("/sessions/{sid}/share"), ADMIN).await;
+    assert_eq!(links.links, []);
 }
 
 #[tokio::test]
@@ -341,6 +334,7 @@ async fn first_start_without_a_token_prints_one_admin_link_once() {
     assert_eq!(again, None, "printed only on the first start");
 }
 
+/// Raw JSON on purpose: this pins the A2A 1.0 and 0.3 card member names.
 #[tokio::test]
 async fn agent_cards_advertise_the_pty_binding_and_extension_with_real_settings() {
     let s = TestServer::start(&[

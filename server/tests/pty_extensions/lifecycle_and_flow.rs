@@ -46,21 +46,14 @@ async fn observer_capacity_is_enforced_and_frees_up_when_one_leaves() {
         .send("pty.join_session", json!({ "role": "observer" }))
         .await;
     let e = second.next().await;
-    assert_eq!(
-        (e["id"].as_str(), e["payload"]["code"].as_str()),
-        (Some(id.as_str()), Some("RATE_LIMITED"))
-    );
-    assert!(
-        e["payload"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("capacity")
-    );
+    let refusal = error_of(&e);
+    assert_eq!((id_of(&e), refusal.code.as_str()), (id, "RATE_LIMITED"));
+    assert!(refusal.message.contains("capacity"));
     // The controller seat is separate from observer capacity.
     let mut ctl = s.attach(&sid, ADMIN).await;
     assert_eq!(
-        ctl.join("controller").await[0]["payload"]["role"],
-        "controller"
+        role_of(&ctl.join("controller").await[0]).0,
+        Role::Controller
     );
     first.send("pty.leave_session", json!({})).await;
     first.until_close().await;
@@ -176,23 +169,31 @@ async fn a_viewer_that_acknowledges_gets_at_most_its_window_or_the_smaller_one_i
     fast.join("controller").await;
     let mut acking = s.attach(&sid, ADMIN).await;
     let joined = acking.join("observer").await;
-    let window = acking.hello["payload"]["flow_control"]["window_bytes"]
-        .as_u64()
-        .unwrap() as usize;
-    let flow = &acking.hello["payload"]["flow_control"];
-    assert_eq!(flow["ack_op"], "ptyhost.ack");
+    let ServerOp::Hello(hello) = typed(&acking.hello).op else {
+        panic!("no hello");
+    };
+    let flow = hello.flow_control;
+    let window = flow.window_bytes as usize;
+    assert_eq!(flow.ack_op, "ptyhost.ack");
     // The card says what the hello says, the smallest window a client may ask for included.
-    let (_, card) = s.get("/.well-known/agent-card.json", ADMIN).await;
-    let declared = card["capabilities"]["extensions"]
-        .as_array()
-        .unwrap()
+    let card: SupersetCard = s.get_as("/.well-known/agent-card.json", ADMIN).await;
+    let declared = card
+        .card
+        .capabilities
+        .extensions
         .iter()
-        .find(|e| e["uri"] == flow["extension"])
-        .unwrap_or_else(|| panic!("the card declares flow control: {card}"));
-    for param in ["window_bytes", "min_window_bytes", "resume_bytes"] {
-        assert_eq!(declared["params"][param], flow[param], "{param}");
-    }
-    assert_eq!(flow["min_window_bytes"], 4096);
+        .find(|e| e.uri == flow.extension)
+        .unwrap_or_else(|| panic!("the card declares flow control: {card:?}"));
+    let declared: FlowParams = serde_json::from_value(declared.params.clone()).unwrap();
+    assert_eq!(
+        (
+            declared.window_bytes as u64,
+            declared.min_window_bytes as u64,
+            declared.resume_bytes as u64
+        ),
+        (flow.window_bytes, flow.min_window_bytes, flow.resume_bytes)
+    );
+    assert_eq!(flow.min_window_bytes, 4096);
     let last = joined.iter().map(seq).max().unwrap();
     acking
         .send("ptyhost.ack", json!({ "sequence": last }))
@@ -291,8 +292,8 @@ async fn a_viewer_that_acknowledges_gets_at_most_its_window_or_the_smaller_one_i
         .send("ptyhost.ack", json!({ "sequence": u64::MAX }))
         .await;
     assert_eq!(
-        acking.expect_op("Error").await["payload"]["code"],
-        "INVALID_REQUEST"
+        error_of(&acking.expect_op("Error").await).code,
+        wire::ErrorCode::InvalidRequest
     );
 }
 
@@ -319,7 +320,7 @@ async fn a_viewer_that_stops_reading_gets_lagged_and_a_keyframe_while_a_fast_one
     // The slow viewer, reading only now, finds it was skipped and repainted.
     let lagged = loop {
         let f = slow.next().await;
-        if f["payload"]["code"] == "PTY_OUTPUT_LAGGED" {
+        if is_lagged(&f) {
             break f;
         }
     };
@@ -353,5 +354,5 @@ async fn a_viewer_that_is_behind_when_the_session_ends_still_gets_a_keyframe_and
         &kinds[kinds.len().saturating_sub(5)..]
     );
     assert_eq!(kinds[kinds.len() - 2], "Keyframe");
-    assert_eq!(frames.last().unwrap()["op"], "binding_goodbye");
+    assert_eq!(op_of(frames.last().unwrap()), "binding_goodbye");
 }

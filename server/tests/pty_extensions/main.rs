@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::json;
+use wire::Role;
+use wire::card::{FlowParams, SupersetCard};
+use wire::server::ServerOp;
 
 mod lifecycle_and_flow;
 mod roles_and_replay;
@@ -27,7 +30,7 @@ async fn exactly_one_closed(c: &mut Client) -> serde_json::Value {
             .iter()
             .all(|f| !matches!(kind(f), "Output" | "Resize"))
     );
-    assert_eq!(frames.last().unwrap()["op"], "binding_goodbye");
+    assert_eq!(op_of(frames.last().unwrap()), "binding_goodbye");
     closed[0].clone()
 }
 

@@ -47,10 +47,7 @@ async fn replay_survives_a_server_restart_and_a_crash() {
         assert_eq!(frames.iter().filter(|f| kind(f) == "Closed").count(), 1);
         let keyframe = frames.iter().rev().find(|f| kind(f) == "Keyframe").unwrap();
         assert!(String::from_utf8_lossy(&snapshot(keyframe)).contains("persisted line"));
-        let seqs: Vec<u64> = frames
-            .iter()
-            .filter_map(|f| f["sequence"].as_u64())
-            .collect();
+        let seqs: Vec<u64> = frames.iter().filter_map(|f| typed(f).sequence).collect();
         assert!(seqs.windows(2).all(|w| w[0] < w[1]));
     }
 }
@@ -210,7 +207,7 @@ async fn a_token_opening_connections_too_fast_gets_429_and_other_tokens_still_at
             >= 1
     );
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "rate_limited");
+    assert_eq!(error_code(&body), "rate_limited");
     let other = s.token("pty:control", None).await;
     Client::connect(&url, &other).await;
 }
@@ -235,17 +232,19 @@ async fn a_frame_flood_is_rate_limited_then_closed_with_4429() {
     }
     let (code, frames) = c.until_close().await;
     assert_eq!(code, Some(4429));
-    let pongs = frames.iter().filter(|f| f["op"] == "pong").count();
+    let pongs = frames.iter().filter(|f| op_of(f) == "pong").count();
     assert!(
         (40..=45).contains(&pongs),
         "the burst is served, the rest is not: {pongs}"
     );
     let limited = frames
         .iter()
-        .find(|f| f["payload"]["code"] == "RATE_LIMITED")
+        .filter(|f| op_of(f) == "Error")
+        .map(error_of)
+        .find(|e| e.code == wire::ErrorCode::RateLimited)
         .expect("a RATE_LIMITED error before the close");
-    assert_eq!(limited["payload"]["retryable"], true);
-    assert!(limited["payload"]["retry_after_ms"].as_u64().is_some());
+    assert!(limited.retryable);
+    assert!(limited.retry_after_ms.is_some());
 }
 
 #[tokio::test]
@@ -256,7 +255,10 @@ async fn an_oversized_frame_is_an_invalid_request_and_closes_1009() {
     c.send_raw(&"x".repeat(1024 * 1024 + 1)).await;
     let (code, frames) = c.until_close().await;
     assert_eq!(code, Some(1009));
-    assert_eq!(frames.last().unwrap()["payload"]["code"], "INVALID_REQUEST");
+    assert_eq!(
+        error_of(frames.last().unwrap()).code,
+        wire::ErrorCode::InvalidRequest
+    );
 }
 
 #[tokio::test]
@@ -267,7 +269,10 @@ async fn a_4_mib_frame_is_refused_with_1009_not_dropped() {
     c.send_raw(&"x".repeat(4 * 1024 * 1024)).await;
     let (code, frames) = c.until_close().await;
     assert_eq!(code, Some(1009));
-    assert_eq!(frames.last().unwrap()["payload"]["code"], "INVALID_REQUEST");
+    assert_eq!(
+        error_of(frames.last().unwrap()).code,
+        wire::ErrorCode::InvalidRequest
+    );
 }
 
 #[tokio::test]
@@ -284,7 +289,10 @@ async fn a_text_frame_that_is_not_utf8_closes_1007() {
         .unwrap();
     let (code, frames) = c.until_close().await;
     assert_eq!(code, Some(1007));
-    assert_eq!(frames.last().unwrap()["payload"]["code"], "INVALID_REQUEST");
+    assert_eq!(
+        error_of(frames.last().unwrap()).code,
+        wire::ErrorCode::InvalidRequest
+    );
 }
 
 #[tokio::test]
@@ -382,7 +390,7 @@ async fn a_slow_viewer_without_acks_skips_stale_output_for_a_keyframe_and_is_not
             other => panic!("the connection failed: {other:?}"),
         };
         match kind(&f) {
-            "Error" if f["payload"]["code"] == "PTY_OUTPUT_LAGGED" => lagged = true,
+            "Error" if is_lagged(&f) => lagged = true,
             "Keyframe" if lagged && !keyframe_after => {
                 keyframe_after = true;
                 end = std::time::Instant::now() + Duration::from_secs(1);
@@ -390,7 +398,7 @@ async fn a_slow_viewer_without_acks_skips_stale_output_for_a_keyframe_and_is_not
             "Output" => {
                 outputs += 1;
                 let ts = time::OffsetDateTime::parse(
-                    f["ts"].as_str().unwrap(),
+                    &typed(&f).ts,
                     &time::format_description::well_known::Rfc3339,
                 )
                 .unwrap();

@@ -268,9 +268,9 @@ async fn a_resubscribe_replays_task_updates_the_ring_no_longer_holds_from_the_st
     let mut streamed = Vec::new();
     loop {
         let f = streamer.next().await;
-        if f["op"] == "TaskStatusUpdate" {
-            let done = f["payload"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED";
-            streamed.push((seq(&f), f["id"].clone()));
+        if op_of(&f) == "TaskStatusUpdate" {
+            let done = task_of(&f).status.state == TaskState::Completed;
+            streamed.push((seq(&f), id_of(&f)));
             if done {
                 break;
             }
@@ -290,7 +290,7 @@ async fn a_resubscribe_replays_task_updates_the_ring_no_longer_holds_from_the_st
     let mut replayed = Vec::new();
     while replayed.len() < streamed.len() {
         let f = back.expect_op("TaskStatusUpdate").await;
-        replayed.push((seq(&f), f["id"].clone()));
+        replayed.push((seq(&f), id_of(&f)));
     }
     assert_eq!(replayed, streamed, "every update, as it first went out");
 }
@@ -319,9 +319,12 @@ async fn a_request_that_is_no_websocket_upgrade_is_refused_in_http_s_words_and_j
         upgrade_status(&s.ws_url(&sid), &headers).await.err(),
         Some(400)
     );
-    let (_, session) = s.get(&format!("/sessions/{sid}"), ADMIN).await;
-    assert_eq!(session["observers"], 0, "{session}");
-    assert_eq!(session["controllers"], 0, "{session}");
+    let session = s.session(&sid).await;
+    assert_eq!(
+        (session.observers, session.controllers),
+        (0, 0),
+        "{session:?}"
+    );
     // The same upgrade in version 13 goes through.
     let ws = upgrade_status(&s.ws_url(&sid), &headers[..1])
         .await
@@ -443,17 +446,12 @@ async fn app_level_ping_and_service_parameter_update_are_answered_with_the_reque
             json!({ "service_parameters": { "trace_id": "t-1" } }),
         )
         .await;
-    let pong = c.next().await;
-    assert_eq!(
-        (pong["op"].as_str(), pong["id"].as_str()),
-        (Some("pong"), Some(id.as_str()))
-    );
-    assert!(
-        pong["payload"]["server_ts"]
-            .as_str()
-            .unwrap()
-            .ends_with('Z')
-    );
+    let pong = typed(&c.next().await);
+    assert_eq!(pong.id, id);
+    let ServerOp::Pong(pong) = pong.op else {
+        panic!("not a pong: {pong:?}");
+    };
+    assert!(pong.server_ts.ends_with('Z'));
     let id = c
         .send(
             "UpdateServiceParameters",
@@ -462,7 +460,7 @@ async fn app_level_ping_and_service_parameter_update_are_answered_with_the_reque
         .await;
     let r = c.next().await;
     assert_eq!(
-        (r["op"].as_str(), r["id"].as_str()),
-        (Some("UpdateServiceParameters.Response"), Some(id.as_str()))
+        (op_of(&r), id_of(&r)),
+        ("UpdateServiceParameters.Response", id)
     );
 }
