@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
+use wire::a2a::{ListPushConfigsResponse, Role};
 
 /// Runs `ptyhost a2a ARGS`; returns (exit success, stdout lines as JSON, stderr).
 async fn a2a(args: &[&str]) -> (bool, Vec<Value>, String) {
@@ -66,33 +67,32 @@ async fn the_client_speaks_every_binding_in_both_versions_with_one_normalized_an
             .concat())
             .await;
             assert!(ok, "{policy} {binding}: {err}");
-            let task = &out[0]["task"];
+            let task = task_in(&out[0]);
             assert_eq!(
-                task["status"]["state"], "TASK_STATE_COMPLETED",
+                task.status.state,
+                TaskState::Completed,
                 "{policy} {binding}"
             );
+            assert_eq!(artifact_text(&task), format!("via-{policy}\r\n"));
             assert_eq!(
-                task["artifacts"][0]["parts"][0]["text"],
-                format!("via-{policy}\r\n")
-            );
-            assert_eq!(
-                task["history"][0]["role"], "ROLE_USER",
+                task.history[0].role,
+                Role::User,
                 "1.0 shapes whatever was spoken"
             );
-            let id = task["id"].as_str().unwrap();
+            let id = task.id.as_str();
 
             let (ok, got, _) = a2a(&[&common[..], &["get", &base, id]].concat()).await;
             assert!(ok);
-            assert_eq!(got[0]["task"]["id"], id);
+            assert_eq!(task_in(&got[0]).id, id);
 
             let (ok, events, err) =
                 a2a(&[&common[..], &["send", "--stream", &base, "echo a; echo b"]].concat()).await;
             assert!(ok, "{err}");
-            assert!(events[0]["task"].is_object());
-            assert_eq!(
-                events.last().unwrap()["statusUpdate"]["status"]["state"],
-                "TASK_STATE_COMPLETED"
-            );
+            assert!(matches!(event_of(&events[0]), StreamResponse::Task(_)));
+            assert!(matches!(
+                event_of(events.last().unwrap()),
+                StreamResponse::StatusUpdate(u) if u.status.state == TaskState::Completed
+            ));
 
             let (ok, status, _) = a2a(&[&common[..], &["status", &base]].concat()).await;
             assert!(ok);
@@ -147,7 +147,7 @@ async fn auto_falls_back_to_0_3_only_on_version_not_supported_and_only_when_allo
 
     let (ok, out, err) = run(send(&["--a2a-protocol", "auto", "--a2a-protocol-fallback"])).await;
     assert!(ok, "{err}");
-    assert_eq!(out[0]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(task_in(&out[0]).status.state, TaskState::Completed);
 
     // The interface cache remembers the refusal: the next auto call goes straight to 0.3.
     let cache = dir.path().join("interfaces.json");
@@ -234,9 +234,9 @@ async fn the_client_spawns_a_stdio_agent_drives_it_and_leaves_no_process_behind(
     ])
     .await;
     assert!(ok, "{err}");
-    let task = &out[0]["task"];
-    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
-    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "over-stdio\r\n");
+    let task = task_in(&out[0]);
+    assert_eq!(task.status.state, TaskState::Completed);
+    assert_eq!(artifact_text(&task), "over-stdio\r\n");
 
     let conformance = format!("{agent} --executor conformance");
     let (ok, events, err) = a2a(&[
@@ -250,11 +250,11 @@ async fn the_client_spawns_a_stdio_agent_drives_it_and_leaves_no_process_behind(
     ])
     .await;
     assert!(ok, "{err}");
-    assert!(events[0]["task"].is_object());
-    assert_eq!(
-        events.last().unwrap()["statusUpdate"]["status"]["state"],
-        "TASK_STATE_COMPLETED"
-    );
+    assert!(matches!(event_of(&events[0]), StreamResponse::Task(_)));
+    assert!(matches!(
+        event_of(events.last().unwrap()),
+        StreamResponse::StatusUpdate(u) if u.status.state == TaskState::Completed
+    ));
 
     let (ok, _, err) = a2a(&["--stdio", &agent, "get", "-", "no-such-task"]).await;
     assert!(!ok && err.contains("TASK_NOT_FOUND"), "{err}");
@@ -335,15 +335,12 @@ async fn watch_follows_a_task_by_push_and_sse_and_ends_exactly_once() {
         .concat())
         .await;
         assert!(ok, "{err}");
-        let id = sent[0]["task"]["id"].as_str().unwrap().to_owned();
+        let id = task_in(&sent[0]).id;
         let (ok, events, err) = a2a(&[&common[..], &["watch", &base, &id]].concat()).await;
         assert!(ok, "{protocol}: {err}");
         let terminal = events
             .iter()
-            .filter(|e| {
-                e["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
-                    || e["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-            })
+            .filter(|e| state_of(e) == Some(TaskState::Completed))
             .count();
         assert_eq!(
             terminal, 1,
@@ -352,19 +349,13 @@ async fn watch_follows_a_task_by_push_and_sse_and_ends_exactly_once() {
         // The terminal transition is the last thing shown, by whichever channel came first
         // (a 0.3 push delivers the whole Task).
         let last = events.last().unwrap();
-        let state = last["statusUpdate"]["status"]["state"]
-            .as_str()
-            .or_else(|| last["task"]["status"]["state"].as_str());
-        assert_eq!(state, Some("TASK_STATE_COMPLETED"), "{protocol}: {last}");
+        assert_eq!(
+            state_of(last),
+            Some(TaskState::Completed),
+            "{protocol}: {last}"
+        );
         // The output, from artifact updates or from a Task that carries it.
-        let text = events
-            .iter()
-            .filter_map(|e| {
-                e["artifactUpdate"]["artifact"]["parts"][0]["text"]
-                    .as_str()
-                    .or_else(|| e["task"]["artifacts"][0]["parts"][0]["text"].as_str())
-            })
-            .collect::<String>();
+        let text = events.iter().map(text_of).collect::<String>();
         assert!(text.contains("watched-42"), "{protocol}: {text:?}");
         // The watcher removed its config when it was done.
         let (_, configs) = s
@@ -375,7 +366,8 @@ async fn watch_follows_a_task_by_push_and_sse_and_ends_exactly_once() {
                 ADMIN,
             )
             .await;
-        assert_eq!(configs["configs"], json!([]), "{protocol}");
+        let configs: ListPushConfigsResponse = serde_json::from_value(configs).unwrap();
+        assert_eq!(configs.configs, [], "{protocol}");
     }
     // A task that already ended is reported once.
     let (_, sent, _) = a2a(&[
@@ -389,7 +381,7 @@ async fn watch_follows_a_task_by_push_and_sse_and_ends_exactly_once() {
         "true",
     ])
     .await;
-    let id = sent[0]["task"]["id"].as_str().unwrap();
+    let id = &task_in(&sent[0]).id;
     let (ok, events, err) = a2a(&[
         "--token",
         ADMIN,
@@ -403,5 +395,8 @@ async fn watch_follows_a_task_by_push_and_sse_and_ends_exactly_once() {
     .await;
     assert!(ok, "{err}");
     assert_eq!(events.len(), 1);
-    assert_eq!(events[0]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert!(matches!(
+        event_of(&events[0]),
+        StreamResponse::Task(t) if t.status.state == TaskState::Completed
+    ));
 }

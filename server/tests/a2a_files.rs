@@ -8,6 +8,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use common::*;
 use serde_json::{Value, json};
+use wire::a2a::{Content, Part};
+use wire::control::SessionList;
+use wire::rpc::StatusBody;
 
 const SCRIPT: &str = "echo from-script; echo result-$((6*7)) > report.txt\n";
 
@@ -23,13 +26,28 @@ async fn post(s: &TestServer, path: &str, version: Option<&str>, body: Value) ->
     s.call(req, ADMIN).await
 }
 
-fn artifact<'a>(task: &'a Value, id: &str) -> &'a Value {
-    task["artifacts"]
-        .as_array()
-        .unwrap()
+/// The first part of the task's artifact `id`.
+fn artifact<'a>(task: &'a Task, id: &str) -> &'a Part {
+    task.artifacts
         .iter()
-        .find(|a| a["artifactId"] == id)
-        .unwrap_or_else(|| panic!("no artifact {id}: {task}"))
+        .flatten()
+        .find(|a| a.artifact_id == id)
+        .and_then(|a| a.parts.first())
+        .unwrap_or_else(|| panic!("no artifact {id}: {task:?}"))
+}
+
+fn text(part: &Part) -> &str {
+    match &part.content {
+        Content::Text(t) => t,
+        other => panic!("not text: {other:?}"),
+    }
+}
+
+fn bytes(part: &Part) -> &[u8] {
+    match &part.content {
+        Content::Raw(b) => b,
+        other => panic!("not raw bytes: {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -45,48 +63,44 @@ async fn a_file_part_runs_as_a_script_and_its_outputs_come_back_over_http_json()
     }});
     let (status, body) = post(&s, "/message:send", Some("1.0"), send).await;
     assert_eq!(status, 200, "{body}");
-    let task = &body["task"];
-    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
-    let output = artifact(task, "output")["parts"][0]["text"]
-        .as_str()
-        .unwrap();
+    let task = &task_in(&body);
+    assert_eq!(task.status.state, TaskState::Completed, "{task:?}");
+    let output = text(artifact(task, "output"));
     assert!(output.contains("from-script"), "{output}");
-    let report = &artifact(task, "file:report.txt")["parts"][0];
-    assert_eq!(report["filename"], "report.txt");
-    assert_eq!(report["mediaType"], "text/plain");
-    assert_eq!(
-        STANDARD.decode(report["raw"].as_str().unwrap()).unwrap(),
-        b"result-42\n"
-    );
-    let said = task["status"]["message"]["parts"][0]["text"]
-        .as_str()
-        .unwrap();
+    let report = artifact(task, "file:report.txt");
+    assert_eq!(report.filename.as_deref(), Some("report.txt"));
+    assert_eq!(report.media_type.as_deref(), Some("text/plain"));
+    assert_eq!(bytes(report), b"result-42\n");
+    let said = task.status.message.as_ref().unwrap().text();
     assert!(
         said.contains("absent.txt"),
         "a missing output is named: {said}"
     );
 
     // The history keeps where the script went, not its bytes; the reference reads it back.
-    let sent = &task["history"][0]["parts"][0];
-    assert!(sent.get("raw").is_none(), "{sent}");
-    let url = sent["url"].as_str().unwrap();
-    let sid = task["contextId"].as_str().unwrap();
+    let Content::Url(url) = &task.history[0].parts[0].content else {
+        panic!("the history keeps bytes: {:?}", task.history[0]);
+    };
+    let sid = &task.context_id;
     assert!(
         url.ends_with(&format!("/sessions/{sid}/files/script.sh")),
         "{url}"
     );
     let script = s.http.get(url).bearer_auth(ADMIN).send().await.unwrap();
     assert_eq!(script.text().await.unwrap(), SCRIPT);
-    let (_, stored) = s
-        .call(
-            s.http
-                .get(s.url(&format!("/tasks/{}", task["id"].as_str().unwrap()))),
+    let (status, stored) = s
+        .a2a(
+            "GET",
+            &format!("/agents/local/tasks/{}", task.id),
             ADMIN,
+            None,
         )
         .await;
+    assert_eq!(status, 200, "{stored}");
+    let stored = task_in(&stored);
     assert!(
-        stored["history"][0]["parts"][0].get("raw").is_none(),
-        "{stored}"
+        matches!(stored.history[0].parts[0].content, Content::Url(_)),
+        "{stored:?}"
     );
 }
 
@@ -104,9 +118,16 @@ async fn a_file_part_runs_as_a_script_and_its_outputs_come_back_over_jsonrpc_0_3
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params });
     let (status, v) = post(&s, "/jsonrpc", None, body).await;
     assert_eq!(status, 200, "{v}");
+    // Raw JSON on purpose: this pins the 0.3 part shapes.
     let task = &v["result"];
     assert_eq!(task["status"]["state"], "completed", "{task}");
-    let report = &artifact(task, "file:report.txt")["parts"][0];
+    let report = task["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["artifactId"] == "file:report.txt")
+        .map(|a| &a["parts"][0])
+        .unwrap_or_else(|| panic!("no report: {task}"));
     assert_eq!(report["kind"], "file");
     assert_eq!(report["file"]["name"], "report.txt");
     assert_eq!(
@@ -143,16 +164,13 @@ async fn file_parts_that_would_leave_the_working_directory_or_need_a_fetch_are_r
     ] {
         let (status, body) = post(&s, "/message:send", Some("1.0"), send(part.clone())).await;
         assert_eq!(status, 400, "{part}: {body}");
-        let message = body["error"]["message"].as_str().unwrap();
+        let refusal: StatusBody = serde_json::from_value(body).unwrap();
+        let message = refusal.error.message;
         assert!(message.contains(says), "{part}: {message}");
     }
     assert!(!std::path::Path::new("/tmp/escape.sh").exists());
-    let (_, listed) = s.get("/sessions", ADMIN).await;
-    assert_eq!(
-        listed["sessions"],
-        json!([]),
-        "no session was started for them"
-    );
+    let listed: SessionList = s.get_as("/sessions", ADMIN).await;
+    assert_eq!(listed.sessions, [], "no session was started for them");
 }
 
 /// Serves `body` once over plain HTTP on a loopback port; its URL.
@@ -184,11 +202,10 @@ async fn with_fetch_file_urls_a_file_part_url_is_fetched_into_the_working_direct
     ] } });
     let (status, body) = post(&s, "/message:send", Some("1.0"), send).await;
     assert_eq!(status, 200, "{body}");
-    let output = artifact(&body["task"], "output")["parts"][0]["text"]
-        .as_str()
-        .unwrap();
+    let task = task_in(&body);
+    let output = text(artifact(&task, "output"));
     assert!(output.contains("fetched-content"), "{output}");
-    assert_eq!(body["task"]["history"][0]["parts"][0]["url"], url.as_str());
+    assert_eq!(task.history[0].parts[0].content, Content::Url(url));
 }
 
 #[tokio::test]
@@ -202,13 +219,8 @@ async fn a_file_part_sent_over_pty_ws_lands_in_the_attached_session() {
         { "data": { "outputs": ["report.txt"] } },
     ] } });
     c.send("SendMessage", send).await;
-    let r = c.expect_op("SendMessage.Response").await;
-    let task = &r["payload"]["task"];
-    assert_eq!(task["contextId"], sid.as_str());
-    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
-    let report = &artifact(task, "file:report.txt")["parts"][0];
-    assert_eq!(
-        STANDARD.decode(report["raw"].as_str().unwrap()).unwrap(),
-        b"result-42\n"
-    );
+    let task = task_of(&c.expect_op("SendMessage.Response").await);
+    assert_eq!(task.context_id, sid);
+    assert_eq!(task.status.state, TaskState::Completed, "{task:?}");
+    assert_eq!(bytes(artifact(&task, "file:report.txt")), b"result-42\n");
 }

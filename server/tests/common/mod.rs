@@ -10,11 +10,13 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-pub use wire::a2a::{Content, Task, TaskState};
+pub use wire::a2a::{StreamResponse, Task, TaskState};
 pub use wire::control::{ErrorBody, NewLink, Session};
 
+mod a2a;
 mod client;
 mod proc;
+pub use a2a::*;
 pub use client::*;
 pub use proc::rss_mib;
 
@@ -400,25 +402,6 @@ impl TestServer {
         assert_eq!(status, 200, "GET {path}: {body}");
         serde_json::from_value(body).unwrap_or_else(|e| panic!("GET {path}: {e}"))
     }
-}
-
-/// The task an A2A 1.0 answer carries (`{"task": …}`, or the task itself).
-pub fn task_in(body: &Value) -> Task {
-    let task = body.get("task").unwrap_or(body);
-    serde_json::from_value(task.clone()).unwrap_or_else(|e| panic!("not a task ({e}): {body}"))
-}
-
-/// The text of a task's artifacts, in order.
-pub fn artifact_text(task: &Task) -> String {
-    task.artifacts
-        .iter()
-        .flatten()
-        .flat_map(|a| &a.parts)
-        .filter_map(|p| match &p.content {
-            Content::Text(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// A control-plane refusal's `error.code`.
