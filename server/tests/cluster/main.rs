@@ -10,6 +10,10 @@ use std::time::Duration;
 use base64::Engine as _;
 use common::*;
 use serde_json::{Value, json};
+use wire::CloseReason;
+use wire::a2a::{ListTasksResponse, StreamResponse};
+use wire::control;
+use wire::rpc::{JsonRpcResponse, Outcome};
 
 mod membership;
 mod tasks_and_failures;
@@ -41,13 +45,9 @@ async fn node(db: &str, i: usize) -> TestServer {
     .await
 }
 
-fn ids(list: &Value, key: &str, field: &str) -> Vec<String> {
-    let mut ids: Vec<String> = list[key]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v[field].as_str().unwrap().to_owned())
-        .collect();
+/// `ids`, sorted.
+fn sorted<'a>(ids: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut ids: Vec<String> = ids.cloned().collect();
     ids.sort();
     ids
 }
@@ -55,6 +55,15 @@ fn ids(list: &Value, key: &str, field: &str) -> Vec<String> {
 async fn nodes(server: &TestServer, token: &str) -> (u16, Value) {
     let req = server.http.get(format!("http://{}/nodes", server.addr));
     server.call(req, token).await
+}
+
+/// The cluster's nodes, as `server` lists them to an admin.
+async fn node_list(server: &TestServer) -> Vec<control::Node> {
+    let (status, list) = nodes(server, ADMIN).await;
+    assert_eq!(status, 200, "{list}");
+    serde_json::from_value::<control::Nodes>(list)
+        .unwrap()
+        .nodes
 }
 
 fn binary_output(frames: &[Vec<u8>]) -> Vec<u8> {
@@ -69,42 +78,37 @@ fn binary_output(frames: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// An A2A 1.0 JSON-RPC call on `server`.
-async fn rpc(server: &TestServer, method: &str, params: Value) -> Value {
+async fn rpc(server: &TestServer, method: &str, params: Value) -> Outcome<Task> {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
     let req = server
         .http
         .post(format!("http://{}/jsonrpc", server.addr))
         .header("Content-Type", "application/json")
         .body(body.to_string());
-    server.call(req.header("A2A-Version", "1.0"), ADMIN).await.1
+    let (_, answer) = server.call(req.header("A2A-Version", "1.0"), ADMIN).await;
+    let answer: JsonRpcResponse<Task> = serde_json::from_value(answer).unwrap();
+    answer.outcome
 }
 
 /// The JSON-RPC results of a streaming call, in order.
-async fn rpc_stream(server: &TestServer, method: &str, params: Value) -> Vec<Value> {
+async fn rpc_stream(server: &TestServer, method: &str, params: Value) -> Vec<StreamResponse> {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
     let text = server.sse("/jsonrpc", &body, Some("1.0")).await;
     text.split("\n\n")
         .filter_map(|block| block.lines().find_map(|l| l.strip_prefix("data:")))
-        .map(|data| serde_json::from_str::<Value>(data.trim()).unwrap()["result"].clone())
+        .map(|data| {
+            let response: JsonRpcResponse<StreamResponse> =
+                serde_json::from_str(data.trim()).unwrap();
+            match response.outcome {
+                Outcome::Result(event) => event,
+                Outcome::Error(e) => panic!("{method}: {e:?}"),
+            }
+        })
         .collect()
 }
 
 fn message(id: &str, context: Option<&str>, text: &str) -> Value {
-    let mut m = json!({ "messageId": id, "role": "ROLE_USER", "parts": [{ "text": text }] });
-    if let Some(c) = context {
-        m["contextId"] = json!(c);
-    }
-    m
-}
-
-fn artifact_text(task: &Value) -> String {
-    task["artifacts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|a| a["parts"].as_array().unwrap())
-        .filter_map(|p| p["text"].as_str())
-        .collect()
+    json!({ "messageId": id, "role": "ROLE_USER", "contextId": context, "parts": [{ "text": text }] })
 }
 
 /// `scripts/postgres.sh COMMAND DIR`; its output.

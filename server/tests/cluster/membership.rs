@@ -7,29 +7,23 @@ async fn every_node_lists_the_cluster_s_nodes_and_sessions() {
     };
     let sid = c[0].command_session("cat").await;
     for server in &c {
-        let (status, list) = nodes(server, ADMIN).await;
-        assert_eq!(status, 200, "{list}");
+        let list = node_list(server).await;
         assert_eq!(
-            ids(&list, "nodes", "node_id"),
+            sorted(list.iter().map(|n| &n.node_id)),
             ["node-a", "node-b", "node-c"]
         );
-        for n in list["nodes"].as_array().unwrap() {
-            assert_eq!(n["alive"], true, "{n}");
-            let expected = if n["node_id"] == "node-a" { 1 } else { 0 };
-            assert_eq!(n["sessions"], expected, "{n}");
-            assert!(
-                n["advertise_url"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("http://127.0.0.1:")
-            );
+        for n in &list {
+            assert!(n.alive, "{n:?}");
+            let expected = if n.node_id == "node-a" { 1 } else { 0 };
+            assert_eq!(n.sessions, expected, "{n:?}");
+            assert!(n.advertise_url.starts_with("http://127.0.0.1:"));
         }
-        let (_, sessions) = server.get("/sessions", ADMIN).await;
+        let sessions: control::SessionList = server.get_as("/sessions", ADMIN).await;
         assert_eq!(
-            ids(&sessions, "sessions", "session_id"),
+            sorted(sessions.sessions.iter().map(|s| &s.session_id)),
             std::slice::from_ref(&sid)
         );
-        assert_eq!(sessions["sessions"][0]["node_id"], "node-a");
+        assert_eq!(sessions.sessions[0].node_id, "node-a");
     }
     let observer = c[1].token("pty:observe", None).await;
     assert_eq!(
@@ -52,7 +46,11 @@ async fn every_node_lists_the_cluster_s_nodes_and_sessions() {
     shared.join("observer").await;
     shared.input("refused\r").await;
     let refused = shared.expect_op("Error").await;
-    assert_eq!(refused["payload"]["code"], "PERMISSION_DENIED", "{refused}");
+    assert_eq!(
+        error_of(&refused).code,
+        wire::ErrorCode::PermissionDenied,
+        "{refused}"
+    );
 }
 
 #[tokio::test]
@@ -65,11 +63,7 @@ async fn a_session_attached_through_other_nodes_shows_every_client_the_same_fram
     direct.join("observer").await;
     // Through B as the controller (JSON), through C as an observer (binary).
     let mut via_b = c[1].attach(&sid, ADMIN).await;
-    assert_eq!(
-        via_b.hello["payload"]["session"]["session_id"], sid,
-        "{}",
-        via_b.hello
-    );
+    assert_eq!(hello_session(&via_b.hello), sid, "{}", via_b.hello);
     via_b.join("controller").await;
     let mut via_c = Client::connect_binary(&c[2].ws_url(&sid), ADMIN).await;
     via_c.join("observer").await;
@@ -112,7 +106,10 @@ async fn a_session_attached_through_other_nodes_shows_every_client_the_same_fram
         .send("pty.session_resize", json!({ "cols": 100, "rows": 30 }))
         .await;
     let resize = direct.expect_kind("Resize").await;
-    assert_eq!(resize["payload"]["cols"], 100);
+    assert!(matches!(
+        session_frame(&resize),
+        Some(wire::SessionFrame::Resize { cols: 100, .. })
+    ));
     let mut replay = c[2].attach(&sid, ADMIN).await;
     replay
         .send_env(
@@ -135,8 +132,14 @@ async fn a_session_attached_through_other_nodes_shows_every_client_the_same_fram
     let mut late = c[1].attach(&sid, ADMIN).await;
     let joined = late.join("observer").await;
     let keyframe = joined.iter().rev().find(|f| kind(f) == "Keyframe").unwrap();
-    assert_eq!(
-        keyframe["payload"]["snapshot_cols"], 100,
+    assert!(
+        matches!(
+            session_frame(keyframe),
+            Some(wire::SessionFrame::Keyframe {
+                snapshot_cols: 100,
+                ..
+            })
+        ),
         "a late join through B gets the keyframe"
     );
 
@@ -262,7 +265,7 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
             Some(json!({ "message": message("m-shell", None, "echo ready") })),
         )
         .await;
-    let second = shell["task"]["contextId"].as_str().unwrap().to_owned();
+    let second = task_in(&shell).context_id;
     let mut via_b = c[1].attach(&first, ADMIN).await;
     via_b.join("controller").await;
     via_b.input("before-the-kill\r").await;
@@ -270,13 +273,12 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
     // What the node has persisted survives it (its write-behind holds under a second).
     tokio::time::timeout(WAIT, async {
         loop {
-            let (_, list) = c[2].get("/sessions", ADMIN).await;
-            let stored = list["sessions"]
-                .as_array()
-                .unwrap()
+            let list: control::SessionList = c[2].get_as("/sessions", ADMIN).await;
+            let stored = list
+                .sessions
                 .iter()
-                .find(|s| s["session_id"] == first.as_str())
-                .and_then(|s| s["current_sequence"].as_u64());
+                .find(|s| s.session_id == first)
+                .map(|s| s.current_sequence);
             if stored >= Some(printed) {
                 return;
             }
@@ -296,7 +298,7 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
             ),
         )
         .await;
-    let task_id = sent.1["task"]["id"].as_str().expect("a task").to_owned();
+    let task_id = task_in(&sent.1).id;
 
     let killed_at = std::time::Instant::now();
     c[0].kill().await;
@@ -307,7 +309,7 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
         .iter()
         .find(|f| kind(f) == "Closed")
         .expect("a Closed frame");
-    assert_eq!(closed["payload"]["reason"], "node_lost", "{closed}");
+    assert_eq!(closed_of(closed).1, CloseReason::NodeLost, "{closed}");
     eprintln!("node_lost reached a client through B {lost_after:?} after SIGKILL");
 
     for sid in [&first, &second] {
@@ -316,7 +318,7 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
         let replay = c[1].replay_closed(sid, 1).await;
         let closes: Vec<_> = replay.iter().filter(|f| kind(f) == "Closed").collect();
         assert_eq!(closes.len(), 1, "closed exactly once: {closes:?}");
-        assert_eq!(closes[0]["payload"]["reason"], "node_lost");
+        assert_eq!(closed_of(closes[0]).1, CloseReason::NodeLost);
     }
     let replay = c[2].replay_closed(&first, 1).await;
     assert!(
@@ -326,7 +328,7 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
     let (_, task) = c[2]
         .a2a("GET", &format!("/tasks/{task_id}"), ADMIN, None)
         .await;
-    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+    assert_eq!(task_in(&task).status.state, TaskState::Failed, "{task}");
 
     // Node A comes back under its id: what it lost stays closed.
     let back = node(&db, 0).await;
@@ -337,13 +339,8 @@ async fn a_killed_node_s_sessions_close_once_as_node_lost_and_stay_readable_ever
         let replay = c[0].replay_closed(sid, 1).await;
         assert_eq!(replay.iter().filter(|f| kind(f) == "Closed").count(), 1);
     }
-    let (_, list) = nodes(&c[0], ADMIN).await;
-    let a = list["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["node_id"] == "node-a")
-        .unwrap();
-    assert_eq!(a["alive"], true);
-    assert_eq!(a["sessions"], 0);
+    let list = node_list(&c[0]).await;
+    let a = list.iter().find(|n| n.node_id == "node-a").unwrap();
+    assert!(a.alive);
+    assert_eq!(a.sessions, 0);
 }

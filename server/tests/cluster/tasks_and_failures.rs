@@ -15,7 +15,7 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         )
         .await;
     assert_eq!(status, 200, "{first}");
-    let sid = first["task"]["contextId"].as_str().unwrap().to_owned();
+    let sid = task_in(&first).context_id;
     assert_eq!(c[1].session(&sid).await.node_id, "node-a");
 
     // HTTP+JSON through B: the command runs in A's session.
@@ -28,15 +28,10 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         )
         .await;
     assert_eq!(status, 200, "{sent}");
-    assert_eq!(
-        sent["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{sent}"
-    );
-    assert!(
-        artifact_text(&sent["task"]).contains("through-42"),
-        "{sent}"
-    );
-    assert_eq!(sent["task"]["contextId"], sid);
+    let sent = task_in(&sent);
+    assert_eq!(sent.status.state, TaskState::Completed, "{sent:?}");
+    assert!(artifact_text(&sent).contains("through-42"), "{sent:?}");
+    assert_eq!(sent.context_id, sid);
 
     // A JSON-RPC stream through C: the same events a client of A would get.
     let events = rpc_stream(
@@ -45,16 +40,12 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         json!({ "message": message("m-c", Some(&sid), "echo streamed-$((6*7))") }),
     )
     .await;
-    assert!(events[0]["task"]["id"].is_string(), "{events:?}");
-    let last = events.last().unwrap();
-    assert_eq!(
-        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+    assert!(matches!(events[0], StreamResponse::Task(_)), "{events:?}");
+    assert!(
+        matches!(events.last(), Some(StreamResponse::StatusUpdate(u)) if u.status.state == TaskState::Completed),
         "{events:?}"
     );
-    let streamed: String = events
-        .iter()
-        .filter_map(|e| e["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
-        .collect();
+    let streamed: String = events.iter().map(update_text).collect();
     assert!(streamed.contains("streamed-42"), "{events:?}");
 
     // A task sent through B, followed on its node A and through C: the same events in the
@@ -69,17 +60,18 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
                 "configuration": { "returnImmediately": true } })),
         )
         .await;
-    let ticking = ticking["task"]["id"].as_str().unwrap().to_owned();
+    let ticking = task_in(&ticking).id;
     let (on_a, via_c) = tokio::join!(
         rpc_stream(&c[0], "SubscribeToTask", json!({ "id": ticking })),
         rpc_stream(&c[2], "SubscribeToTask", json!({ "id": ticking })),
     );
-    let after_snapshot = |events: &[Value]| -> Vec<Value> {
+    let after_snapshot = |events: &[StreamResponse]| -> Vec<StreamResponse> {
         events
             .iter()
-            .filter(|e| {
-                e.get("artifactUpdate").is_some()
-                    || e["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            .filter(|e| match e {
+                StreamResponse::ArtifactUpdate(_) => true,
+                StreamResponse::StatusUpdate(u) => u.status.state == TaskState::Completed,
+                _ => false,
             })
             .cloned()
             .collect()
@@ -89,10 +81,7 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         after_snapshot(&via_c),
         "{on_a:?}\n{via_c:?}"
     );
-    let ticks: String = after_snapshot(&via_c)
-        .iter()
-        .filter_map(|e| e["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
-        .collect();
+    let ticks: String = after_snapshot(&via_c).iter().map(update_text).collect();
     assert!(ticks.contains("tick-3"), "{via_c:?}");
 
     // A long task sent through B, subscribed to through C, canceled through B.
@@ -107,7 +96,7 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
             ),
         )
         .await;
-    let task_id = long["task"]["id"].as_str().unwrap().to_owned();
+    let task_id = task_in(&long).id;
     let subscriber = {
         let url = format!("http://{}", c[2].addr);
         let task_id = task_id.clone();
@@ -129,9 +118,9 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         })
     };
     let working = rpc(&c[2], "GetTask", json!({ "id": task_id })).await;
-    assert_eq!(
-        working["result"]["status"]["state"], "TASK_STATE_WORKING",
-        "{working}"
+    assert!(
+        matches!(&working, Outcome::Result(t) if t.status.state == TaskState::Working),
+        "{working:?}"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (status, canceled) = c[1]
@@ -144,7 +133,8 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
         .await;
     assert_eq!(status, 200, "{canceled}");
     assert_eq!(
-        canceled["status"]["state"], "TASK_STATE_CANCELED",
+        task_in(&canceled).status.state,
+        TaskState::Canceled,
         "{canceled}"
     );
     let seen = tokio::time::timeout(WAIT, subscriber)
@@ -158,15 +148,19 @@ async fn tasks_in_one_node_s_session_are_sent_streamed_subscribed_and_canceled_t
     let (_, got) = c[2]
         .a2a("GET", &format!("/tasks/{task_id}"), ADMIN, None)
         .await;
-    assert_eq!(got["status"]["state"], "TASK_STATE_CANCELED");
+    assert_eq!(task_in(&got).status.state, TaskState::Canceled);
     let (_, listed) = c[1]
         .a2a("GET", &format!("/tasks?contextId={sid}"), ADMIN, None)
         .await;
-    assert_eq!(listed["tasks"].as_array().unwrap().len(), 5, "{listed}");
+    let listed: ListTasksResponse = serde_json::from_value(listed).unwrap();
+    assert_eq!(listed.tasks.len(), 5, "{listed:?}");
 
     // A task nobody has is not found wherever it is asked for.
     let missing = rpc(&c[1], "CancelTask", json!({ "id": "no-such-task" })).await;
-    assert_eq!(missing["error"]["code"], -32001, "{missing}");
+    assert!(
+        matches!(&missing, Outcome::Error(e) if e.code == -32001),
+        "{missing:?}"
+    );
 }
 
 #[tokio::test]
@@ -187,11 +181,9 @@ async fn postgresql_stopped_under_load_turns_readyz_red_then_green_and_loses_not
             Some(json!({ "message": message("m-acked", None, "echo acked-$((1+1))") })),
         )
         .await;
-    assert_eq!(
-        acked["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{acked}"
-    );
-    let acked = acked["task"]["id"].as_str().unwrap().to_owned();
+    let acked = task_in(&acked);
+    assert_eq!(acked.status.state, TaskState::Completed, "{acked:?}");
+    let acked = acked.id;
     let sid = a
         .command_session("i=0; while :; do i=$((i+1)); echo tick-$i; sleep 0.02; done")
         .await;
@@ -231,8 +223,9 @@ async fn postgresql_stopped_under_load_turns_readyz_red_then_green_and_loses_not
         "no live node is taken for dead"
     );
     let (_, task) = b.a2a("GET", &format!("/tasks/{acked}"), ADMIN, None).await;
-    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
-    assert!(artifact_text(&task).contains("acked-2"), "{task}");
+    let task = task_in(&task);
+    assert_eq!(task.status.state, TaskState::Completed, "{task:?}");
+    assert!(artifact_text(&task).contains("acked-2"), "{task:?}");
     // Every frame the viewer saw while the database was away is in the history.
     let mut replay = b.attach(&sid, ADMIN).await;
     replay
@@ -270,9 +263,9 @@ async fn a_node_that_stops_says_goodbye_to_the_clients_it_forwards_and_the_sessi
     assert_eq!(code, Some(1000));
     let goodbye = frames
         .iter()
-        .find(|f| f["op"] == "binding_goodbye")
+        .find(|f| op_of(f) == "binding_goodbye")
         .expect("a goodbye");
-    assert_eq!(goodbye["payload"]["reason"], "server_shutdown");
+    assert_eq!(goodbye_reason(goodbye), "server_shutdown");
     assert_eq!(c[0].session(&sid).await.state, "running");
 }
 

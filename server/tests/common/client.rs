@@ -405,6 +405,14 @@ pub fn closed_of(f: &Value) -> (Option<i32>, CloseReason) {
     }
 }
 
+/// The session a `binding_hello` frame names.
+pub fn hello_session(f: &Value) -> String {
+    match typed(f).op {
+        ServerOp::Hello(h) => h.session.session_id,
+        _ => panic!("not a hello: {f}"),
+    }
+}
+
 /// The request id a frame answers (or its own id).
 pub fn id_of(f: &Value) -> String {
     typed(f).id
