@@ -165,8 +165,10 @@ mod browser {
     use std::rc::Rc;
 
     use leptos::prelude::*;
-    use serde::Deserialize;
     use wire::SessionFrame;
+    use wire::a2a::ListTasksResponse;
+    use wire::control::FramePage;
+    use wire::server::ServerOp;
     use xterm_js_rs::Terminal;
 
     use super::{Marker, PlayerUi, What};
@@ -179,31 +181,21 @@ mod browser {
     /// The timeline reads at most this many pages of session events.
     const MAX_EVENT_PAGES: usize = 10;
 
-    #[derive(Deserialize)]
-    struct Page {
-        frames: Vec<serde_json::Value>,
-        next_after: Option<u64>,
-    }
-
-    #[derive(Deserialize)]
-    struct TaskPage {
-        tasks: Vec<wire::a2a::Task>,
-    }
-
     /// A stored frame as the player applies it.
     struct Frame {
         at_ms: f64,
         frame: SessionFrame,
     }
 
-    fn frames(page: &Page) -> VecDeque<Frame> {
+    fn frames(page: &FramePage) -> VecDeque<Frame> {
         page.frames
             .iter()
-            .filter(|f| f["op"] == wire::OP_SESSION_FRAME)
-            .filter_map(|f| {
-                let at_ms = js_sys::Date::parse(f["ts"].as_str()?);
-                let frame = serde_json::from_value(f["payload"].clone()).ok()?;
-                Some(Frame { at_ms, frame })
+            .filter_map(|f| match &f.op {
+                ServerOp::Session(frame) => Some(Frame {
+                    at_ms: js_sys::Date::parse(&f.ts),
+                    frame: frame.clone(),
+                }),
+                _ => None,
             })
             .collect()
     }
@@ -298,7 +290,7 @@ mod browser {
                     "/sessions/{}/frames?after={}&limit=1",
                     self.sid, s.replay_floor
                 );
-                if let Ok(page) = get::<Page>(&after, &self.token).await
+                if let Ok(page) = get::<FramePage>(&after, &self.token).await
                     && let Some(first) = frames(&page).front()
                     && !self.gone()
                 {
@@ -306,7 +298,7 @@ mod browser {
                 }
             }
             let path = format!("/tasks?contextId={}&pageSize=100", self.sid);
-            if let Ok(page) = get_a2a::<TaskPage>(&path, &self.token).await
+            if let Ok(page) = get_a2a::<ListTasksResponse>(&path, &self.token).await
                 && !self.gone()
             {
                 let now = js_sys::Date::now();
@@ -346,7 +338,7 @@ mod browser {
                     "/sessions/{}/frames?after={after}&kind=Resize,MembershipChanged",
                     self.sid
                 );
-                let Ok(page) = get::<Page>(&path, &self.token).await else {
+                let Ok(page) = get::<FramePage>(&path, &self.token).await else {
                     break;
                 };
                 stored.extend(frames(&page));
@@ -364,7 +356,7 @@ mod browser {
                 "/sessions/{}/frames?at={}&keyframe=true",
                 self.sid, at as i64
             );
-            let page = get::<Page>(&path, &self.token).await;
+            let page = get::<FramePage>(&path, &self.token).await;
             if self.gone() {
                 return;
             }
@@ -396,7 +388,7 @@ mod browser {
                 return false;
             };
             let path = format!("/sessions/{}/frames?after={after}", self.sid);
-            match get::<Page>(&path, &self.token).await {
+            match get::<FramePage>(&path, &self.token).await {
                 Ok(page) => {
                     self.next_after = page.next_after;
                     self.queue.extend(frames(&page));

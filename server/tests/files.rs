@@ -11,6 +11,8 @@ use common::*;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use wire::control::{AuditRecords, FileCreated, FileKind, FileList};
+use wire::rpc::{RpcStatus, StatusBody};
 
 /// A session started in a fresh directory under the test's data dir.
 async fn session_in(s: &TestServer, name: &str) -> (String, PathBuf) {
@@ -42,9 +44,16 @@ async fn get_bytes(s: &TestServer, sid: &str, path: &str, token: &str) -> (u16, 
     (r.status().as_u16(), r.bytes().await.unwrap().to_vec())
 }
 
+/// A refusal's google.rpc.Status.
+fn refusal(body: &Value) -> RpcStatus {
+    serde_json::from_value::<StatusBody>(body.clone())
+        .unwrap_or_else(|e| panic!("not a google.rpc.Status ({e}): {body}"))
+        .error
+}
+
 /// The google.rpc.Status reason of a refusal.
-fn reason(body: &Value) -> &str {
-    body["error"]["details"][0]["reason"].as_str().unwrap_or("")
+fn reason(body: &Value) -> String {
+    refusal(body).details[0].reason.clone()
 }
 
 /// Deterministic bytes that do not compress: chunk `i` of a xorshift stream.
@@ -60,13 +69,8 @@ fn chunk(i: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn entries(list: &Value) -> Vec<&str> {
-    list["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect()
+fn entries(list: &FileList) -> Vec<&str> {
+    list.entries.iter().map(|e| e.name.as_str()).collect()
 }
 
 #[tokio::test]
@@ -98,8 +102,8 @@ async fn a_100_mib_file_round_trips_byte_for_byte_streamed_in_bounded_memory() {
         } } => unreachable!(),
     };
     assert_eq!(resp.status(), 201);
-    let created: Value = resp.json().await.unwrap();
-    assert_eq!(created["size"], CHUNK as u64 * CHUNKS);
+    let created: FileCreated = resp.json().await.unwrap();
+    assert_eq!(created.size, CHUNK as u64 * CHUNKS);
     assert_eq!(
         std::fs::metadata(dir.join("data/big.bin")).unwrap().len(),
         CHUNK as u64 * CHUNKS
@@ -147,19 +151,17 @@ async fn reads_list_directories_answer_ranges_and_revalidate_by_etag_and_deletes
     assert_eq!(status, 204, "a replaced file");
     std::fs::create_dir(dir.join("notes/sub")).unwrap();
 
-    let (status, list) = s.get(&format!("/sessions/{sid}/files/notes"), ADMIN).await;
-    assert_eq!(status, 200);
+    let list: FileList = s
+        .get_as(&format!("/sessions/{sid}/files/notes"), ADMIN)
+        .await;
     assert_eq!(entries(&list), ["a.txt", "sub"]);
-    let a = &list["entries"][0];
-    assert_eq!(
-        (a["size"].as_u64(), a["kind"].as_str()),
-        (Some(10), Some("file"))
-    );
-    assert_eq!(a["mode"].as_u64().unwrap() & 0o600, 0o600);
-    assert!(a["mtime"].as_str().unwrap().ends_with('Z'));
-    assert_eq!(list["entries"][1]["kind"], "dir");
-    let (status, root) = s.get(&format!("/sessions/{sid}/files"), ADMIN).await;
-    assert_eq!((status, entries(&root)), (200, vec!["notes"]));
+    let a = &list.entries[0];
+    assert_eq!((a.size, a.kind), (10, FileKind::File));
+    assert_eq!(a.mode & 0o600, 0o600);
+    assert!(a.mtime.ends_with('Z'));
+    assert_eq!(list.entries[1].kind, FileKind::Dir);
+    let root: FileList = s.get_as(&format!("/sessions/{sid}/files"), ADMIN).await;
+    assert_eq!(entries(&root), ["notes"]);
 
     let url = files_url(&s, &sid, "notes/a.txt");
     let r = s
@@ -201,21 +203,17 @@ async fn reads_list_directories_answer_ranges_and_revalidate_by_etag_and_deletes
     let (status, body) = s
         .get(&format!("/sessions/{sid}/files/notes/a.txt"), ADMIN)
         .await;
-    assert_eq!(
-        (status, body["error"]["status"].as_str()),
-        (404, Some("NOT_FOUND"))
-    );
+    assert_eq!((status, refusal(&body).status.as_str()), (404, "NOT_FOUND"));
     let (status, body) = s
         .delete(&format!("/sessions/{sid}/files/notes/sub"), ADMIN)
         .await;
-    assert_eq!((status, reason(&body)), (400, "IS_A_DIRECTORY"));
+    assert_eq!((status, reason(&body).as_str()), (400, "IS_A_DIRECTORY"));
 
-    let (_, log) = s.get(&format!("/audit?session_id={sid}"), ADMIN).await;
-    let events: Vec<&str> = log["records"]
-        .as_array()
-        .unwrap()
+    let log: AuditRecords = s.get_as(&format!("/audit?session_id={sid}"), ADMIN).await;
+    let events: Vec<&str> = log
+        .records
         .iter()
-        .filter_map(|r| r["event"].as_str())
+        .map(|r| r.event.as_str())
         .filter(|e| e.starts_with("file_"))
         .collect();
     for e in ["file_written", "file_read", "file_deleted"] {
@@ -255,13 +253,17 @@ async fn every_escape_from_the_working_directory_is_refused_and_touches_nothing_
         ("out/planted", 403, "PERMISSION_DENIED"),
     ] {
         let (got, body) = put(&s, &sid, path, ADMIN, b"x".to_vec()).await;
-        assert_eq!((got, reason(&body)), (status, why), "PUT {path}: {body}");
-        assert_eq!(body["error"]["code"], status, "a google.rpc.Status");
+        assert_eq!(
+            (got, reason(&body).as_str()),
+            (status, why),
+            "PUT {path}: {body}"
+        );
+        assert_eq!(refusal(&body).code, status, "a google.rpc.Status");
     }
     let (status, body) = s
         .get(&format!("/sessions/{sid}/files/etc/passwd"), ADMIN)
         .await;
-    assert_eq!((status, reason(&body)), (403, "PERMISSION_DENIED"));
+    assert_eq!((status, reason(&body).as_str()), (403, "PERMISSION_DENIED"));
     let (status, _) = s.get(&format!("/sessions/{sid}/files/out"), ADMIN).await;
     assert_eq!(status, 403);
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
@@ -325,7 +327,7 @@ async fn observers_never_write_and_read_only_when_downloads_are_allowed_to_them(
         let observer = &link.token;
 
         let (status, body) = put(&s, &sid, "planted", observer, b"x".to_vec()).await;
-        assert_eq!((status, reason(&body)), (403, "PERMISSION_DENIED"));
+        assert_eq!((status, reason(&body).as_str()), (403, "PERMISSION_DENIED"));
         let (status, _) = s
             .delete(&format!("/sessions/{sid}/files/result.txt"), observer)
             .await;
@@ -346,7 +348,7 @@ async fn a_revoked_token_a_foreign_session_and_an_oversized_file_are_refused() {
     let (other, _) = session_in(&s, "other").await;
 
     let (status, body) = put(&s, &sid, "big", ADMIN, vec![b'x'; 2048]).await;
-    assert_eq!((status, reason(&body)), (413, "FILE_TOO_LARGE"));
+    assert_eq!((status, reason(&body).as_str()), (413, "FILE_TOO_LARGE"));
     let stream = futures_util::stream::iter([Ok::<_, std::io::Error>(vec![b'x'; 2048])]);
     let r = s
         .http
@@ -369,10 +371,7 @@ async fn a_revoked_token_a_foreign_session_and_an_oversized_file_are_refused() {
 
     let bound = s.token("pty:control", Some(&sid)).await;
     let (status, body) = put(&s, &other, "x", &bound, b"x".to_vec()).await;
-    assert_eq!(
-        (status, body["error"]["status"].as_str()),
-        (404, Some("NOT_FOUND"))
-    );
+    assert_eq!((status, refusal(&body).status.as_str()), (404, "NOT_FOUND"));
 
     let token = s.token("pty:control", None).await;
     assert_eq!(put(&s, &sid, "ok", &token, b"x".to_vec()).await.0, 201);
@@ -382,8 +381,8 @@ async fn a_revoked_token_a_foreign_session_and_an_oversized_file_are_refused() {
     s.until_refused(&token).await;
     let (status, body) = put(&s, &sid, "after", &token, b"x".to_vec()).await;
     assert_eq!(
-        (status, body["error"]["status"].as_str()),
-        (401, Some("UNAUTHENTICATED"))
+        (status, refusal(&body).status.as_str()),
+        (401, "UNAUTHENTICATED")
     );
     assert!(!dir.join("after").exists());
 }

@@ -6,6 +6,9 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
+use wire::SessionFrame;
+use wire::control::FramePage;
+use wire::server::ServerFrame;
 
 /// The asciinema the test command installs (PyPI's `asciinema`, in the tests' virtualenv).
 fn asciinema() -> std::path::PathBuf {
@@ -25,7 +28,8 @@ async fn run_task(s: &TestServer, sid: &str, command: &str) {
     let (status, answer) = s.call(req, ADMIN).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
-        answer["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        task_in(&answer).status.state,
+        TaskState::Completed,
         "{answer}"
     );
 }
@@ -59,6 +63,7 @@ async fn a_recording_has_the_output_resizes_and_task_starts_and_asciinema_plays_
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "application/x-asciicast");
     let cast = resp.text().await.unwrap();
+    // Raw JSON on purpose: this pins asciicast v2, which asciinema reads below.
     let mut lines = cast.lines();
     let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
     assert_eq!(header["version"], 2);
@@ -145,38 +150,30 @@ async fn frames_page_by_sequence_and_by_time_and_a_seek_starts_at_the_keyframe_b
         let s = &s;
         let sid = sid.clone();
         async move {
-            s.get(&format!("/sessions/{sid}/frames?{query}"), ADMIN)
+            s.get_as::<FramePage>(&format!("/sessions/{sid}/frames?{query}"), ADMIN)
                 .await
         }
     };
 
-    let (status, first) = page("after=0&limit=10".into()).await;
-    assert_eq!(status, 200, "{first}");
-    let frames = first["frames"].as_array().unwrap();
+    let first = page("after=0&limit=10".into()).await;
+    let frames = &first.frames;
     assert_eq!(frames.len(), 10);
     let seqs: Vec<u64> = frames.iter().map(seq).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
-    assert_eq!(first["next_after"], seqs[9]);
-    let (_, next) = page(format!("after={}&limit=10", seqs[9])).await;
-    assert!(seq(&next["frames"][0]) > seqs[9]);
+    assert_eq!(first.next_after, Some(seqs[9]));
+    let next = page(format!("after={}&limit=10", seqs[9])).await;
+    assert!(seq(&next.frames[0]) > seqs[9]);
 
     // Every frame, then a seek by time into the middle, from its keyframe.
-    let (_, all) = page("after=0".into()).await;
-    let all = all["frames"].as_array().unwrap().clone();
+    let all = page("after=0".into()).await.frames;
     assert_eq!(all.last().map(kind), Some("Closed"));
     let middle = &all[all.len() / 2];
-    let at = chrono_ms(middle["ts"].as_str().unwrap());
-    let (_, seek) = page(format!("at={at}&keyframe=true&limit=50")).await;
-    let head = &seek["frames"][0];
-    assert_eq!(kind(head), "Keyframe", "{head}");
+    let at = chrono_ms(&middle.ts);
+    let seek = page(format!("at={at}&keyframe=true&limit=50")).await;
+    let head = &seek.frames[0];
+    assert_eq!(kind(head), "Keyframe", "{head:?}");
     assert!(seq(head) <= seq(middle));
-    assert!(
-        seek["frames"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| seq(f) == seq(middle))
-    );
+    assert!(seek.frames.iter().any(|f| seq(f) == seq(middle)));
 
     // Before any keyframe, a seek starts at the first retained frame: only all of it paints
     // that screen.
@@ -185,9 +182,9 @@ async fn frames_page_by_sequence_and_by_time_and_a_seek_starts_at_the_keyframe_b
         .take_while(|f| kind(f) != "Keyframe")
         .nth(1)
         .unwrap_or(&all[0]);
-    let at = chrono_ms(early["ts"].as_str().unwrap());
-    let (_, seek) = page(format!("at={at}&keyframe=true&limit=5")).await;
-    assert_eq!(seq(&seek["frames"][0]), seq(&all[0]), "{seek}");
+    let at = chrono_ms(&early.ts);
+    let seek = page(format!("at={at}&keyframe=true&limit=5")).await;
+    assert_eq!(seq(&seek.frames[0]), seq(&all[0]), "{seek:?}");
 
     // An observer of the session may page it; a token bound to another session sees nothing.
     let link = s.share(&sid, json!({})).await;
@@ -229,13 +226,12 @@ async fn frames_of_the_marked_kinds_page_the_joins_role_changes_and_resizes_in_o
     let marked = |query: &str| {
         let (s, sid, query) = (&s, sid.clone(), query.to_owned());
         async move {
-            s.get(&format!("/sessions/{sid}/frames?{query}"), ADMIN)
+            s.get_as::<FramePage>(&format!("/sessions/{sid}/frames?{query}"), ADMIN)
                 .await
         }
     };
-    let (status, page) = marked("after=0&kind=Resize,MembershipChanged").await;
-    assert_eq!(status, 200, "{page}");
-    let frames = page["frames"].as_array().unwrap();
+    let page = marked("after=0&kind=Resize,MembershipChanged").await;
+    let frames = &page.frames;
     let kinds: Vec<&str> = frames.iter().map(kind).collect();
     assert!(
         kinds
@@ -244,11 +240,19 @@ async fn frames_of_the_marked_kinds_page_the_joins_role_changes_and_resizes_in_o
         "{kinds:?}"
     );
     // The observer's join, its taking control, the resize, the second join, in that order.
-    let controllers = |f: &Value| f["payload"]["controllers"].as_array().map(Vec::len);
-    let observers = |f: &Value| f["payload"]["observers"].as_array().map(Vec::len);
+    let members = |f: &ServerFrame| match session_frame(f) {
+        Some(SessionFrame::MembershipChanged {
+            controllers,
+            observers,
+        }) => (Some(controllers.len()), Some(observers.len())),
+        _ => (None, None),
+    };
     let story: Vec<(&str, Option<usize>, Option<usize>)> = frames
         .iter()
-        .map(|f| (kind(f), controllers(f), observers(f)))
+        .map(|f| {
+            let (controllers, observers) = members(f);
+            (kind(f), controllers, observers)
+        })
         .collect();
     let expected = [
         ("MembershipChanged", Some(0), Some(1)),
@@ -260,21 +264,21 @@ async fn frames_of_the_marked_kinds_page_the_joins_role_changes_and_resizes_in_o
     let seqs: Vec<u64> = frames.iter().map(seq).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
     // Pages of one frame walk the same list.
-    let (_, one) = marked("after=0&kind=Resize,MembershipChanged&limit=1").await;
-    assert_eq!(seq(&one["frames"][0]), seqs[0]);
-    let (_, next) = marked(&format!(
+    let one = marked("after=0&kind=Resize,MembershipChanged&limit=1").await;
+    assert_eq!(seq(&one.frames[0]), seqs[0]);
+    let next = marked(&format!(
         "after={}&kind=Resize,MembershipChanged&limit=1",
-        one["next_after"]
+        one.next_after.unwrap()
     ))
     .await;
-    assert_eq!(seq(&next["frames"][0]), seqs[1]);
+    assert_eq!(seq(&next.frames[0]), seqs[1]);
 
     for bad in [
         "after=0&kind=Output",
         "after=0&kind=Resize,Nope",
         "kind=Resize&keyframe=true",
     ] {
-        let (status, body) = marked(bad).await;
+        let (status, body) = s.get(&format!("/sessions/{sid}/frames?{bad}"), ADMIN).await;
         assert_eq!(status, 400, "{bad}: {body}");
     }
 }

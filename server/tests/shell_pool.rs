@@ -20,7 +20,7 @@ async fn pool_holds(s: &TestServer, n: u64) {
     .unwrap_or_else(|_| panic!("the pool never held {n} shells"));
 }
 
-async fn send(s: &TestServer, message: Value) -> Value {
+async fn send(s: &TestServer, message: Value) -> Task {
     let req = s
         .http
         .post(s.url("/message:send"))
@@ -29,17 +29,21 @@ async fn send(s: &TestServer, message: Value) -> Value {
         .body(json!({ "message": message }).to_string());
     let (status, body) = s.call(req, ADMIN).await;
     assert_eq!(status, 200, "{body}");
-    body["task"].clone()
+    task_in(&body)
 }
 
 fn text(command: &str) -> Value {
     json!({ "messageId": uuid::Uuid::now_v7().to_string(), "role": "ROLE_USER", "parts": [{ "text": command }] })
 }
 
-fn output(task: &Value) -> &str {
-    task["artifacts"][0]["parts"][0]["text"]
-        .as_str()
-        .unwrap_or("")
+fn output(task: &Task) -> String {
+    artifact_text(task)
+}
+
+async fn listed(s: &TestServer) -> Vec<Session> {
+    s.get_as::<wire::control::SessionList>("/sessions", ADMIN)
+        .await
+        .sessions
 }
 
 /// The pid of each shell the server runs (its children, whichever thread spawned them).
@@ -61,23 +65,17 @@ fn shells(s: &TestServer) -> Vec<u32> {
 async fn a_message_without_context_takes_a_pooled_shell_and_the_pool_is_replaced() {
     let s = TestServer::start(&["--shell-pool", "1"]).await;
     pool_holds(&s, 1).await;
-    let (_, listed) = s.get("/sessions", ADMIN).await;
-    assert_eq!(
-        listed["sessions"],
-        json!([]),
-        "a pooled shell is no session yet"
-    );
+    assert_eq!(listed(&s).await, [], "a pooled shell is no session yet");
 
     let task = send(&s, text("echo pooled-$((6*7))")).await;
-    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task.status.state, TaskState::Completed, "{task:?}");
     assert_eq!(output(&task), "pooled-42\r\n");
     assert_eq!(s.metric("ptyhost_shell_pool_taken_total").await, 1);
     pool_holds(&s, 1).await;
-    let (_, listed) = s.get("/sessions", ADMIN).await;
-    let sessions = listed["sessions"].as_array().unwrap();
+    let sessions = listed(&s).await;
     assert_eq!(sessions.len(), 1, "only the taken shell is listed");
-    assert_eq!(sessions[0]["session_id"], task["contextId"]);
-    assert_eq!(sessions[0]["state"], "running");
+    assert_eq!(sessions[0].session_id, task.context_id);
+    assert_eq!(sessions[0].state, "running");
 }
 
 #[tokio::test]
@@ -100,10 +98,7 @@ async fn the_pool_never_holds_more_than_its_size_under_a_burst_of_twenty_message
         tasks = burst => tasks,
         most = sample => panic!("the pool held {most} shells"),
     };
-    let mut contexts: Vec<&str> = tasks
-        .iter()
-        .map(|t| t["contextId"].as_str().unwrap())
-        .collect();
+    let mut contexts: Vec<&str> = tasks.iter().map(|t| t.context_id.as_str()).collect();
     for (i, t) in tasks.iter().enumerate() {
         assert_eq!(output(t), format!("burst-{i}\r\n"));
     }
@@ -125,7 +120,7 @@ async fn a_message_with_its_own_cwd_bypasses_the_pool_and_its_shell_starts_there
     let task = send(&s, message).await;
     assert_eq!(output(&task).trim_end(), dir.to_str().unwrap());
     assert_eq!(s.metric("ptyhost_shell_pool_taken_total").await, 0);
-    let session = s.session(task["contextId"].as_str().unwrap()).await;
+    let session = s.session(&task.context_id).await;
     assert_eq!(session.cwd.as_deref(), dir.to_str());
     assert_eq!(
         s.metric("ptyhost_shell_pool_shells").await,
@@ -139,7 +134,7 @@ async fn a_pooled_sessions_replay_starts_at_its_first_frame() {
     let s = TestServer::start(&["--shell-pool", "1"]).await;
     pool_holds(&s, 1).await;
     let task = send(&s, text("echo replayed")).await;
-    let sid = task["contextId"].as_str().unwrap();
+    let sid = &task.context_id;
     let mut c = s.attach(sid, ADMIN).await;
     let frames = c
         .join_with(json!({ "role": "observer" }), json!({ "replay_from": 0 }))
@@ -178,10 +173,9 @@ async fn a_pooled_shell_that_dies_is_replaced_and_never_listed() {
     })
     .await
     .expect("a new pooled shell replaces the dead one");
-    let (_, listed) = s.get("/sessions", ADMIN).await;
     assert_eq!(
-        listed["sessions"],
-        json!([]),
+        listed(&s).await,
+        [],
         "the dead pooled shell is not a session"
     );
     let task = send(&s, text("echo after-the-death")).await;

@@ -146,6 +146,18 @@ pub struct NewLink {
     pub expires_at: Option<String>,
 }
 
+/// A page of a session's stored frames (`GET B/sessions/{sid}/frames`), each as pty-ws sent
+/// it; `next_after` is where the next page starts (`None` at the end). Frames at or below
+/// `replay_floor` are gone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FramePage {
+    pub session_id: String,
+    pub replay_floor: u64,
+    pub last_sequence: u64,
+    pub frames: Vec<crate::server::ServerFrame>,
+    pub next_after: Option<u64>,
+}
+
 /// What a directory entry is (`GET B/sessions/{sid}/files/{dir}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -35,9 +35,9 @@ pub struct PageQuery {
 /// The kinds a page may be filtered to.
 const MARKED_KINDS: [&str; 4] = ["Resize", "MembershipChanged", "Keyframe", "Closed"];
 
-/// `{session_id, replay_floor, last_sequence, frames: [envelope…], next_after}`: the frames
-/// as pty-ws sends them; `next_after` is where the next page starts (`null` at the end).
-/// Frames at or below `replay_floor` are gone (retention).
+/// A `wire::control::FramePage`, spliced around the stored envelopes so no frame is decoded
+/// and encoded again: the frames as pty-ws sent them; `next_after` is where the next page
+/// starts (`null` at the end). Frames at or below `replay_floor` are gone (retention).
 pub async fn frames(
     State(state): State<AppState>,
     who: Principal,

@@ -286,21 +286,45 @@ pub fn typed(f: &Value) -> ServerFrame {
     serde_json::from_value(f.clone()).unwrap_or_else(|e| panic!("not a server frame ({e}): {f}"))
 }
 
+/// A frame as a test holds it: the JSON a client read, or a frame already decoded (a page of
+/// stored frames).
+pub trait AsFrame {
+    fn frame(&self) -> ServerFrame;
+}
+
+impl AsFrame for Value {
+    fn frame(&self) -> ServerFrame {
+        typed(self)
+    }
+}
+
+impl<F: AsFrame> AsFrame for &F {
+    fn frame(&self) -> ServerFrame {
+        (*self).frame()
+    }
+}
+
+impl AsFrame for ServerFrame {
+    fn frame(&self) -> ServerFrame {
+        self.clone()
+    }
+}
+
 /// The session frame a frame carries, if it is one.
-pub fn session_frame(f: &Value) -> Option<SessionFrame> {
-    match typed(f).op {
+pub fn session_frame(f: &impl AsFrame) -> Option<SessionFrame> {
+    match f.frame().op {
         ServerOp::Session(frame) => Some(frame),
         _ => None,
     }
 }
 
 /// The `payload.kind` of a session frame, or "" for other frames.
-pub fn kind(f: &Value) -> &'static str {
+pub fn kind(f: &impl AsFrame) -> &'static str {
     session_frame(f).map_or("", |s| s.kind())
 }
 
-pub fn seq(f: &Value) -> u64 {
-    typed(f).sequence.expect("a sequence")
+pub fn seq(f: &impl AsFrame) -> u64 {
+    f.frame().sequence.expect("a sequence")
 }
 
 pub fn output_bytes(f: &Value) -> Vec<u8> {
