@@ -16,6 +16,10 @@ use common::*;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
+use wire::a2a::{ListPushConfigsResponse, ListTasksResponse, TaskPushNotificationConfig as Config};
+use wire::rpc::{JsonRpcResponse, Outcome, StatusBody};
+
+type Configs = ListPushConfigsResponse;
 
 /// One request the receiver took: its headers and raw body.
 #[derive(Debug, Clone)]
@@ -34,6 +38,11 @@ impl Delivery {
 
     fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap()
+    }
+
+    /// A 1.0 delivery: one stream event.
+    fn event(&self) -> StreamResponse {
+        event_of(&self.json())
     }
 
     /// Checks the signature over the raw body, as a receiver must before parsing it.
@@ -152,14 +161,24 @@ async fn rpc(s: &TestServer, method: &str, params: Value) -> Value {
 }
 
 /// Whether some delivery announced `state`.
-fn reached(state: &'static str) -> impl Fn(&[Delivery]) -> bool {
-    move |seen| seen.iter().any(|d| state_of(d).as_deref() == Some(state))
+fn reached(state: TaskState) -> impl Fn(&[Delivery]) -> bool {
+    move |seen| seen.iter().any(|d| announced(d) == Some(state))
 }
 
-fn state_of(d: &Delivery) -> Option<String> {
-    d.json()["statusUpdate"]["status"]["state"]
-        .as_str()
-        .map(str::to_owned)
+/// The state a 1.0 status-update delivery announces.
+fn announced(d: &Delivery) -> Option<TaskState> {
+    match d.event() {
+        StreamResponse::StatusUpdate(u) => Some(u.status.state),
+        _ => None,
+    }
+}
+
+/// The task a 1.0 status-update delivery is about.
+fn updated_task(d: &Delivery) -> Option<String> {
+    match d.event() {
+        StreamResponse::StatusUpdate(u) => Some(u.task_id),
+        _ => None,
+    }
 }
 
 /// Starts a shell task over REST 1.0 without waiting; returns its id.
@@ -180,7 +199,23 @@ async fn start_task(s: &TestServer, command: &str, push: Option<Value>) -> Strin
     )
     .await;
     assert_eq!(status, 200, "{sent}");
-    sent["task"]["id"].as_str().unwrap().to_owned()
+    task_in(&sent).id
+}
+
+/// A JSON-RPC 1.0 answer's result, which must be one.
+fn result<T: serde::de::DeserializeOwned>(answer: Value) -> T {
+    let answer: JsonRpcResponse<T> =
+        serde_json::from_value(answer.clone()).unwrap_or_else(|e| panic!("{e}: {answer}"));
+    match answer.outcome {
+        Outcome::Result(r) => r,
+        Outcome::Error(e) => panic!("an error: {e:?}"),
+    }
+}
+
+/// A 1.0 refusal's ErrorInfo reason.
+fn reason(body: &Value) -> String {
+    let status: StatusBody = serde_json::from_value(body.clone()).unwrap();
+    status.error.details[0].reason.clone()
 }
 
 fn uuid() -> String {
@@ -208,7 +243,7 @@ async fn deliveries_are_signed_authorized_and_in_task_order() {
         })),
     )
     .await;
-    let seen = receiver.until(reached("TASK_STATE_COMPLETED")).await;
+    let seen = receiver.until(reached(TaskState::Completed)).await;
 
     let mut ids = HashSet::new();
     for d in &seen {
@@ -224,26 +259,18 @@ async fn deliveries_are_signed_authorized_and_in_task_order() {
             "a new id per event"
         );
     }
-    let states: Vec<String> = seen.iter().filter_map(state_of).collect();
+    let states: Vec<TaskState> = seen.iter().filter_map(announced).collect();
     assert_eq!(
         states,
-        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        [TaskState::Working, TaskState::Completed],
         "every status change, in order"
     );
-    let text: String = seen
-        .iter()
-        .filter_map(|d| {
-            d.json()["artifactUpdate"]["artifact"]["parts"][0]["text"]
-                .as_str()
-                .map(str::to_owned)
-        })
-        .collect();
+    let text: String = seen.iter().map(|d| update_text(&d.event())).collect();
     assert!(
         text.contains("pushed out") && text.contains("done"),
         "{text:?}"
     );
-    let last = seen.last().unwrap().json();
-    assert_eq!(last["statusUpdate"]["taskId"], task.as_str());
+    assert_eq!(updated_task(seen.last().unwrap()), Some(task));
 
     // The task ended: nothing more is delivered.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -285,8 +312,8 @@ async fn a_delivery_answered_500_is_retried_with_the_same_event_id() {
         }
     }
     assert_eq!(
-        unique.iter().filter_map(state_of).last().as_deref(),
-        Some("TASK_STATE_COMPLETED")
+        unique.iter().filter_map(announced).last(),
+        Some(TaskState::Completed)
     );
     assert!(unique.iter().all(|d| d.signed_by("t0k")));
 }
@@ -301,11 +328,12 @@ async fn push_config_operations_in_rest_and_jsonrpc_1_0() {
     // REST: the server assigns the id and a token when the client gives none.
     let (status, created) = rest(&s, "POST", &base, "1.0", Some(json!({ "url": url }))).await;
     assert_eq!(status, 200, "{created}");
-    let id = created["id"].as_str().unwrap().to_owned();
-    assert_eq!(created["taskId"], task.as_str());
-    assert!(created["token"].as_str().is_some_and(|t| t.len() >= 32));
+    let created: Config = serde_json::from_value(created).unwrap();
+    let id = created.id.clone();
+    assert_eq!(created.task_id, task);
+    assert!(created.token.as_ref().is_some_and(|t| t.len() >= 32));
     let (_, got) = rest(&s, "GET", &format!("{base}/{id}"), "1.0", None).await;
-    assert_eq!(got, created);
+    assert_eq!(serde_json::from_value::<Config>(got).unwrap(), created);
 
     // JSON-RPC: create with a chosen id, then get, list, delete.
     let made = rpc(
@@ -314,43 +342,40 @@ async fn push_config_operations_in_rest_and_jsonrpc_1_0() {
         json!({ "taskId": task, "id": "mine", "url": url, "token": "abc" }),
     )
     .await;
-    assert_eq!(made["result"]["id"], "mine", "{made}");
+    assert_eq!(result::<Config>(made).id, "mine");
     let got = rpc(
         &s,
         "GetTaskPushNotificationConfig",
         json!({ "taskId": task, "id": "mine" }),
     )
     .await;
-    assert_eq!(got["result"]["token"], "abc");
+    assert_eq!(result::<Config>(got).token.as_deref(), Some("abc"));
     let listed = rpc(
         &s,
         "ListTaskPushNotificationConfigs",
         json!({ "taskId": task }),
     )
     .await;
-    let ids: Vec<&str> = listed["result"]["configs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
+    let listed: Configs = result(listed);
+    let ids: Vec<&str> = listed.configs.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, [id.as_str(), "mine"], "creation order");
-    assert_eq!(listed["result"]["nextPageToken"], "");
+    assert_eq!(listed.next_page_token, "");
     let page = rpc(
         &s,
         "ListTaskPushNotificationConfigs",
         json!({ "taskId": task, "pageSize": 1 }),
     )
     .await;
-    assert_eq!(page["result"]["configs"].as_array().unwrap().len(), 1);
-    let next = page["result"]["nextPageToken"].as_str().unwrap().to_owned();
+    let page: Configs = result(page);
+    assert_eq!(page.configs.len(), 1);
+    let next = page.next_page_token;
     let rest_page = rpc(
         &s,
         "ListTaskPushNotificationConfigs",
         json!({ "taskId": task, "pageSize": 1, "pageToken": next }),
     )
     .await;
-    assert_eq!(rest_page["result"]["configs"][0]["id"], "mine");
+    assert_eq!(result::<Configs>(rest_page).configs[0].id, "mine");
 
     let deleted = rpc(
         &s,
@@ -358,31 +383,26 @@ async fn push_config_operations_in_rest_and_jsonrpc_1_0() {
         json!({ "taskId": task, "id": "mine" }),
     )
     .await;
-    assert_eq!(deleted["result"], Value::Null, "{deleted}");
+    assert_eq!(result::<Value>(deleted), Value::Null);
     let again = rpc(
         &s,
         "DeleteTaskPushNotificationConfig",
         json!({ "taskId": task, "id": "mine" }),
     )
     .await;
-    assert!(
-        again.get("error").is_none(),
-        "delete is idempotent: {again}"
-    );
+    result::<Value>(again);
     let gone = rpc(
         &s,
         "GetTaskPushNotificationConfig",
         json!({ "taskId": task, "id": "mine" }),
     )
     .await;
-    assert_eq!(gone["error"]["code"], -32001);
+    let gone: JsonRpcResponse<Value> = serde_json::from_value(gone).unwrap();
+    assert!(matches!(gone.outcome, Outcome::Error(e) if e.code == -32001));
     let (status, _) = rest(&s, "DELETE", &format!("{base}/{id}"), "1.0", None).await;
     assert_eq!(status, 200);
     let (status, err) = rest(&s, "GET", &format!("{base}/{id}"), "1.0", None).await;
-    assert_eq!(
-        (status, err["error"]["details"][0]["reason"].as_str()),
-        (404, Some("TASK_NOT_FOUND"))
-    );
+    assert_eq!((status, reason(&err).as_str()), (404, "TASK_NOT_FOUND"));
 
     // Bad configs change nothing.
     for bad in [
@@ -397,7 +417,11 @@ async fn push_config_operations_in_rest_and_jsonrpc_1_0() {
         assert_eq!(status, 400, "{bad}: {err}");
     }
     let (_, listed) = rest(&s, "GET", &base, "1.0", None).await;
-    assert_eq!(listed, json!({ "configs": [], "nextPageToken": "" }));
+    let listed: Configs = serde_json::from_value(listed).unwrap();
+    assert_eq!(
+        (listed.configs, listed.next_page_token),
+        (vec![], String::new())
+    );
     let (status, _) = rest(
         &s,
         "POST",
@@ -419,6 +443,7 @@ async fn push_config_operations_in_rest_and_jsonrpc_1_0() {
     assert_eq!(status, 403);
 }
 
+/// Raw JSON on purpose: this pins the 0.3 config and delivery shapes.
 #[tokio::test]
 async fn push_config_operations_in_0_3_shapes_and_0_3_deliveries() {
     let s = TestServer::start(&["--push-allow-loopback", "--executor", "conformance"]).await;
@@ -535,7 +560,7 @@ async fn loopback_and_link_local_targets_are_refused_unless_allowed() {
         )
         .await;
         assert_eq!(status, 400, "{target}");
-        assert_eq!(err["error"]["details"][0]["reason"], "INVALID_PARAMS");
+        assert_eq!(reason(&err), "INVALID_PARAMS");
     }
     let (status, _) = rest(&strict, "POST", "/message:send", "1.0", Some(json!({
         "message": { "messageId": "m-inline", "role": "ROLE_USER", "parts": [{ "text": "true" }] },
@@ -546,7 +571,8 @@ async fn loopback_and_link_local_targets_are_refused_unless_allowed() {
         "an inline config is checked before the task starts"
     );
     let (_, listed) = rest(&strict, "GET", "/tasks", "1.0", None).await;
-    assert_eq!(listed["totalSize"], 1, "the refused send started nothing");
+    let listed: ListTasksResponse = serde_json::from_value(listed).unwrap();
+    assert_eq!(listed.total_size, 1, "the refused send started nothing");
 
     let lax = TestServer::start(&["--push-allow-loopback"]).await;
     let task = start_task(&lax, "sleep 30", None).await;
@@ -577,11 +603,11 @@ async fn a_task_cut_short_by_a_restart_still_pushes_its_failure() {
     let mut s = TestServer::start_in(tmp.path(), &["--push-allow-loopback"]).await;
     let (receiver, url) = Receiver::start(0).await;
     let task = start_task(&s, "sleep 100", Some(json!({ "url": url, "token": "tok" }))).await;
-    receiver.until(reached("TASK_STATE_WORKING")).await;
+    receiver.until(reached(TaskState::Working)).await;
     s.kill().await;
     let _s = TestServer::start_in(tmp.path(), &["--push-allow-loopback"]).await;
-    let seen = receiver.until(reached("TASK_STATE_FAILED")).await;
+    let seen = receiver.until(reached(TaskState::Failed)).await;
     let last = seen.last().unwrap();
     assert!(last.signed_by("tok"));
-    assert_eq!(last.json()["statusUpdate"]["taskId"], task.as_str());
+    assert_eq!(updated_task(last), Some(task));
 }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{Value, json};
+use wire::control::{AuditRecord, AuditRecords};
+use wire::rpc::{JsonRpcResponse, Outcome};
 
 /// The close code and the frames before it, and how long the close took from `since`.
 async fn cut(client: &mut Client, since: Instant) -> (Option<u16>, Vec<Value>, Duration) {
@@ -15,21 +17,22 @@ async fn cut(client: &mut Client, since: Instant) -> (Option<u16>, Vec<Value>, D
     (code, frames, since.elapsed())
 }
 
-fn last_error_code(frames: &[Value]) -> Option<&str> {
+fn last_error_code(frames: &[Value]) -> Option<&'static str> {
     frames
         .iter()
         .rev()
-        .find(|f| f["op"] == "Error")
-        .and_then(|f| f["payload"]["code"].as_str())
+        .find(|f| op_of(f) == "Error")
+        .map(|f| error_of(f).code.as_str())
 }
 
-async fn audit_cuts(s: &TestServer, sid: &str) -> Vec<Value> {
+async fn audit_cuts(s: &TestServer, sid: &str) -> Vec<AuditRecord> {
     tokio::time::timeout(WAIT, async {
         loop {
-            let (_, log) = s.get(&format!("/audit?session_id={sid}"), ADMIN).await;
-            let cuts: Vec<Value> = (log["records"].as_array().cloned().unwrap_or_default())
+            let log: AuditRecords = s.get_as(&format!("/audit?session_id={sid}"), ADMIN).await;
+            let cuts: Vec<AuditRecord> = log
+                .records
                 .into_iter()
-                .filter(|r| r["event"] == "connection_cut")
+                .filter(|r| r.event == "connection_cut")
                 .collect();
             if !cuts.is_empty() {
                 return cuts;
@@ -68,12 +71,12 @@ async fn revoking_a_control_token_cuts_its_open_connection_with_4401_within_a_se
             .await;
         let answer = loop {
             let f = watcher.next().await;
-            if kind(&f) == "RoleAssigned" || (f["op"] == "Error" && f["id"] == id.as_str()) {
+            if kind(&f) == "RoleAssigned" || (op_of(&f) == "Error" && id_of(&f) == id) {
                 break f;
             }
         };
         // Until the cut connection has left, the role is downgraded to observer.
-        if answer["payload"]["role"] == "controller" {
+        if kind(&answer) == "RoleAssigned" && role_of(&answer).0 == wire::Role::Controller {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -81,10 +84,10 @@ async fn revoking_a_control_token_cuts_its_open_connection_with_4401_within_a_se
     watcher.input("still here\n").await;
     watcher.output_until("still here").await;
     let cuts = audit_cuts(&s, &sid).await;
-    assert_eq!(cuts[0]["token_id"], id);
-    assert_eq!(cuts[0]["detail"]["reason"], "revoked");
-    assert_eq!(cuts[0]["detail"]["connection"], "pty-ws");
-    assert!(!cuts[0].to_string().contains(&token));
+    assert_eq!(cuts[0].token_id.as_deref(), Some(id));
+    assert_eq!(cuts[0].detail["reason"], "revoked");
+    assert_eq!(cuts[0].detail["connection"], "pty-ws");
+    assert!(!format!("{:?}", cuts[0]).contains(&token));
 }
 
 #[tokio::test]
@@ -98,7 +101,7 @@ async fn an_expired_share_links_viewer_is_cut() {
     assert_eq!(code, Some(4401));
     assert_eq!(last_error_code(&frames), Some("UNAUTHENTICATED"));
     assert!(took < Duration::from_secs(2), "cut after {took:?}");
-    assert_eq!(audit_cuts(&s, &sid).await[0]["detail"]["reason"], "expired");
+    assert_eq!(audit_cuts(&s, &sid).await[0].detail["reason"], "expired");
 }
 
 #[tokio::test]
@@ -171,9 +174,11 @@ async fn a_task_stream_ends_with_unauthenticated_when_its_token_is_revoked() {
     let rpc = rpc.unwrap();
     let last = rpc.trim_end().rsplit("\n\n").next().unwrap();
     assert!(last.starts_with("event: error"), "{rpc}");
-    let data: Value = serde_json::from_str(last.split_once("data: ").unwrap().1.trim()).unwrap();
-    assert_eq!(
-        (data["id"].clone(), data["error"]["code"].clone()),
-        (json!(7), json!(-32000))
+    let data: JsonRpcResponse<Value> =
+        serde_json::from_str(last.split_once("data: ").unwrap().1.trim()).unwrap();
+    assert_eq!(data.id, json!(7));
+    assert!(
+        matches!(&data.outcome, Outcome::Error(e) if e.code == -32000),
+        "{data:?}"
     );
 }
