@@ -6,6 +6,8 @@
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+pub use wire::control::AuditDetail as Detail;
+
 use crate::clock;
 use crate::store::{AuditRow, Store};
 
@@ -49,57 +51,6 @@ impl Event {
             Event::FileWritten => "file_written",
             Event::FileRead => "file_read",
             Event::FileDeleted => "file_deleted",
-        }
-    }
-}
-
-/// What a record tells beyond its event: the `detail` of `GET B/audit`'s records.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum Detail {
-    /// A connection opened: the scope it carried and the subprotocol it chose.
-    Attach {
-        scope: &'static str,
-        subprotocol: String,
-    },
-    /// A share link opened a page (`sign_in`) or a terminal (`attach`).
-    Opened { to: &'static str },
-    /// A member's role moved.
-    Role { from: wire::Role, to: wire::Role },
-    /// A share link was issued.
-    LinkIssued {
-        link_id: String,
-        ttl_secs: u64,
-        label: Option<String>,
-    },
-    /// A share link was revoked.
-    Link { link_id: String },
-    /// A write was refused: what, and why.
-    Refused { what: String, reason: String },
-    /// A connection was cut: which, and why.
-    Cut {
-        connection: &'static str,
-        reason: &'static str,
-    },
-    /// A file moved in or out of a session (`via` http, mcp or a2a), or went.
-    File {
-        path: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        bytes: Option<u64>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        via: Option<&'static str>,
-    },
-    /// Nothing more.
-    Nothing {},
-}
-
-impl Detail {
-    /// A file transfer of `bytes` through `via`.
-    pub fn file(path: impl Into<String>, bytes: u64, via: &'static str) -> Detail {
-        Detail::File {
-            path: path.into(),
-            bytes: Some(bytes),
-            via: Some(via),
         }
     }
 }

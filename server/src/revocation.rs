@@ -242,8 +242,8 @@ impl Lease {
             token_id: Some(self.token_id.clone()),
             client_id: None,
             detail: audit::Detail::Cut {
-                connection: self.what,
-                reason: cut.name(),
+                connection: self.what.to_owned(),
+                reason: cut.name().to_owned(),
             },
         });
         cut

@@ -1,5 +1,8 @@
 //! `--executor conformance`: the A2A TCK agent scenarios (specs/a2a/tck-sut/*.feature),
 //! each chosen by messageId prefix, through the real server's HTTP+JSON 1.0 binding.
+//!
+//! Raw JSON on purpose: these tests pin the TCK scenarios' member names as the specs write
+//! them, apart from the `wire` types the server encodes with.
 
 mod common;
 

@@ -1,5 +1,8 @@
 //! A2A 1.0 over JSON-RPC against the real server: the same task service, JSON-RPC shapes
 //! and error codes.
+//!
+//! Raw JSON on purpose: these tests pin JSON-RPC's and A2A's member names as the specs
+//! write them, apart from the `wire` types the server encodes with.
 
 mod common;
 

@@ -1,5 +1,8 @@
 //! The agentic-sandbox profile: the executor's pty-ws shape beside the spec's on one
 //! session (the dashboard's own client shape is driven in end2end/agentic-sandbox).
+//!
+//! Raw JSON on purpose: these tests pin the executor's own frame shape as the specs write
+//! them, apart from the `wire` types the server encodes with.
 
 mod common;
 

@@ -9,19 +9,21 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
+use wire::server::ServerOp;
 
 const FLOOD: &str = "i=0; while :; do i=$((i+1)); echo flood-line-$i; done";
 
-/// Every numbered frame `c` receives for `span`: sequence -> payload.
-async fn watch_for(c: &mut Client, span: Duration) -> BTreeMap<u64, Value> {
+/// Every numbered frame `c` receives for `span`: sequence -> its op and payload.
+async fn watch_for(c: &mut Client, span: Duration) -> BTreeMap<u64, ServerOp> {
     let mut seen = BTreeMap::new();
     let end = Instant::now() + span;
     while Instant::now() < end {
         let Some(f) = c.try_next(Duration::from_millis(200)).await else {
             continue;
         };
-        if let Some(s) = f["sequence"].as_u64() {
-            seen.insert(s, f["payload"].clone());
+        let f = typed(&f);
+        if let Some(s) = f.sequence {
+            seen.insert(s, f.op);
         }
     }
     seen
@@ -47,7 +49,10 @@ async fn after_a_sigkill_during_floods_no_sequence_a_viewer_saw_is_reused() {
     );
     for from in [first, (first + last) / 2, last - 1, last] {
         let frames = s.replay_closed(&sids[0], from).await;
-        let numbered: Vec<&Value> = frames.iter().filter(|f| f["sequence"].is_u64()).collect();
+        let numbered: Vec<&Value> = frames
+            .iter()
+            .filter(|f| typed(f).sequence.is_some())
+            .collect();
         assert!(
             numbered.iter().any(|f| kind(f) == "Closed"),
             "replay from {from} ends with the session's Closed"
@@ -57,7 +62,8 @@ async fn after_a_sigkill_during_floods_no_sequence_a_viewer_saw_is_reused() {
             assert!(n > from, "replay from {from} gave {n}");
             if let Some(saw) = seen.get(&n) {
                 assert_eq!(
-                    &f["payload"], saw,
+                    &typed(f).op,
+                    saw,
                     "sequence {n} came back as something else"
                 );
             } else {

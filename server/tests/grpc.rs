@@ -1,6 +1,9 @@
 //! The gRPC binding (lf.a2a.v1.A2AService on the HTTP listener, h2c) through a tonic client:
 //! bearer in the metadata, errors as google.rpc.Status with an ErrorInfo in A2A's gRPC
 //! codes, and one task model with the other bindings.
+//!
+//! Raw JSON on purpose: these tests pin the ProtoJSON and google.rpc.Status names as the
+//! specs write them, apart from the `wire` types the server encodes with.
 
 mod common;
 

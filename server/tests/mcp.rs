@@ -2,6 +2,9 @@
 //! as JSON or server-sent events): where the cards say it is, who it lets in, and that what
 //! an agent does there is an ordinary session and task that the UI lists and the recording
 //! marks. (The tools themselves are tested with the official SDKs in `end2end/mcp/`.)
+//!
+//! Raw JSON on purpose: these tests pin MCP's member names as the specs write them, apart
+//! from the `wire` types the server encodes with.
 
 mod common;
 

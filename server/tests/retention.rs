@@ -22,7 +22,7 @@ async fn session(s: &TestServer, sid: &str) -> wire::control::Session {
 fn refused_out_of_range(frames: &[Value]) -> bool {
     frames
         .iter()
-        .any(|f| f["op"] == "Error" && f["payload"]["code"] == "REPLAY_OUT_OF_RANGE")
+        .any(|f| op_of(f) == "Error" && error_of(f).code == wire::ErrorCode::ReplayOutOfRange)
 }
 
 async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
@@ -69,8 +69,11 @@ async fn a_closed_sessions_frames_and_tasks_go_after_the_closed_retention() {
         .json(&send);
     let (status, sent) = s.call(post, ADMIN).await;
     assert_eq!(status, 200, "{sent}");
-    let task = sent["task"]["id"].as_str().unwrap().to_owned();
-    let sid = sent["task"]["contextId"].as_str().unwrap().to_owned();
+    let Task {
+        id: task,
+        context_id: sid,
+        ..
+    } = task_in(&sent);
     assert_eq!(s.delete(&format!("/sessions/{sid}"), ADMIN).await.0, 200);
     s.wait_closed(&sid).await;
 

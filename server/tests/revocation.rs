@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{Value, json};
-use wire::control::{AuditRecord, AuditRecords};
+use wire::control::{AuditDetail, AuditRecord, AuditRecords};
 use wire::rpc::{JsonRpcResponse, Outcome};
 
 /// The close code and the frames before it, and how long the close took from `since`.
@@ -23,6 +23,13 @@ fn last_error_code(frames: &[Value]) -> Option<&'static str> {
         .rev()
         .find(|f| op_of(f) == "Error")
         .map(|f| error_of(f).code.as_str())
+}
+
+fn cut_of(connection: &str, reason: &str) -> AuditDetail {
+    AuditDetail::Cut {
+        connection: connection.into(),
+        reason: reason.into(),
+    }
 }
 
 async fn audit_cuts(s: &TestServer, sid: &str) -> Vec<AuditRecord> {
@@ -85,8 +92,7 @@ async fn revoking_a_control_token_cuts_its_open_connection_with_4401_within_a_se
     watcher.output_until("still here").await;
     let cuts = audit_cuts(&s, &sid).await;
     assert_eq!(cuts[0].token_id.as_deref(), Some(id));
-    assert_eq!(cuts[0].detail["reason"], "revoked");
-    assert_eq!(cuts[0].detail["connection"], "pty-ws");
+    assert_eq!(cuts[0].detail, cut_of("pty-ws", "revoked"));
     assert!(!format!("{:?}", cuts[0]).contains(&token));
 }
 
@@ -101,7 +107,10 @@ async fn an_expired_share_links_viewer_is_cut() {
     assert_eq!(code, Some(4401));
     assert_eq!(last_error_code(&frames), Some("UNAUTHENTICATED"));
     assert!(took < Duration::from_secs(2), "cut after {took:?}");
-    assert_eq!(audit_cuts(&s, &sid).await[0].detail["reason"], "expired");
+    assert_eq!(
+        audit_cuts(&s, &sid).await[0].detail,
+        cut_of("pty-ws", "expired")
+    );
 }
 
 #[tokio::test]

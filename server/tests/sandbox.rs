@@ -40,21 +40,11 @@ async fn run_message(server: &TestServer, message: Value) -> (String, String, St
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    let task = &body["task"];
-    let output: String = task["artifacts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|a| a["parts"].as_array().cloned().unwrap_or_default())
-        .filter_map(|p| p["text"].as_str().map(str::to_owned))
-        .collect();
+    let task = common::task_in(&body);
     (
-        task["status"]["state"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-        output,
-        task["contextId"].as_str().unwrap_or_default().to_owned(),
+        task.status.state.name().to_owned(),
+        common::artifact_text(&task),
+        task.context_id,
     )
 }
 
@@ -275,7 +265,11 @@ async fn a_600_mib_allocation_under_a_128_mib_cap_fails_and_ends_the_session_for
     );
     let frames = on.replay_closed(&sid, 0).await;
     let closed = frames.iter().find(|f| common::kind(f) == "Closed").unwrap();
-    assert_eq!(closed["payload"]["reason"], "memory_limit", "{closed}");
+    assert_eq!(
+        common::closed_of(closed).1,
+        wire::CloseReason::MemoryLimit,
+        "{closed}"
+    );
     let (state, output, _) = run_in(&on, &bystander, "echo still-here").await;
     assert_eq!(
         (state.as_str(), output.contains("still-here")),
@@ -431,7 +425,8 @@ async fn a_managed_tmux_session_is_confined_like_a_direct_one() {
     for server in [&on, &off] {
         let (status, created) = server.post("/sessions", ADMIN, probe.clone()).await;
         assert_eq!(status, 201, "{created}");
-        let sid = created["session_id"].as_str().unwrap();
+        let created: common::Session = serde_json::from_value(created).unwrap();
+        let sid = created.session_id.as_str();
         let mut c = server.attach(sid, ADMIN).await;
         c.join("observer").await;
         seen.push(common::output_text(&c.output_until("probe-done").await));

@@ -192,14 +192,13 @@ async fn a_store_that_stays_down_keeps_live_output_flowing_with_bounded_memory_a
         .await;
     let error = refused
         .iter()
-        .find(|f| f["payload"]["code"] == "REPLAY_OUT_OF_RANGE")
+        .filter(|f| op_of(f) == "Error")
+        .map(error_of)
+        .find(|e| e.code == wire::ErrorCode::ReplayOutOfRange)
         .expect("a cursor before the lost range is refused");
     assert!(
-        error["payload"]["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("after sequence {floor}")),
-        "the refusal names the floor: {error}"
+        error.message.contains(&format!("after sequence {floor}")),
+        "the refusal names the floor: {error:?}"
     );
 
     let mut resumed = s.attach(&sid, ADMIN).await;

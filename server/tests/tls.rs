@@ -17,6 +17,7 @@ use tokio_rustls::rustls;
 use tokio_tungstenite::Connector;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
+use wire::card::SupersetCard;
 
 /// A CA, and a server certificate for 127.0.0.1 and localhost signed by it, as PEM files.
 fn certificates(dir: &std::path::Path) -> String {
@@ -77,9 +78,10 @@ async fn tls_serves_https_and_wss_on_a_non_loopback_address() {
         .await
         .unwrap();
     let addr = s.addr.replace("127.0.0.1", "0.0.0.0");
-    assert_eq!(card["url"], format!("https://{addr}/agents/local/jsonrpc"));
+    let card: SupersetCard = serde_json::from_value(card).unwrap();
+    assert_eq!(card.url, format!("https://{addr}/agents/local/jsonrpc"));
     assert_eq!(
-        card["supportedInterfaces"][2]["url"],
+        card.card.supported_interfaces[2].url,
         format!("wss://{addr}/agents/local/sessions/{{session_id}}/attach")
     );
     let (status, created) = s
@@ -91,7 +93,8 @@ async fn tls_serves_https_and_wss_on_a_non_loopback_address() {
         )
         .await;
     assert_eq!(status, 201, "{created}");
-    let sid = created["session_id"].as_str().unwrap();
+    let created: Session = serde_json::from_value(created).unwrap();
+    let sid = created.session_id.as_str();
 
     // wss: no --allow-insecure-ws needed on 0.0.0.0, because it is not plain ws.
     let mut req = format!("wss://{}/agents/local/sessions/{sid}/attach", s.addr)

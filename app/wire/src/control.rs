@@ -189,6 +189,54 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_audit_detail_reads_back_as_itself() {
+        let details = [
+            AuditDetail::Attach {
+                scope: "pty:observe".into(),
+                subprotocol: "pty-ws.v1".into(),
+            },
+            AuditDetail::Role {
+                from: crate::Role::Observer,
+                to: crate::Role::Controller,
+            },
+            AuditDetail::Opened {
+                to: "sign_in".into(),
+            },
+            AuditDetail::LinkIssued {
+                link_id: "l".into(),
+                ttl_secs: 60,
+                label: None,
+            },
+            AuditDetail::Link {
+                link_id: "l".into(),
+            },
+            AuditDetail::Refused {
+                what: "input".into(),
+                reason: "observer".into(),
+            },
+            AuditDetail::Cut {
+                connection: "pty-ws".into(),
+                reason: "revoked".into(),
+            },
+            AuditDetail::file("a.txt", 3, "http"),
+            AuditDetail::File {
+                path: "gone.txt".into(),
+                bytes: None,
+                via: None,
+            },
+            AuditDetail::Nothing {},
+        ];
+        for detail in details {
+            let text = serde_json::to_string(&detail).unwrap();
+            assert_eq!(
+                serde_json::from_str::<AuditDetail>(&text).unwrap(),
+                detail,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn a_shell_command_shows_as_typed_and_a_program_as_its_argv() {
         let mut s: Session = serde_json::from_value(serde_json::json!({
             "session_id": "s", "instance_id": "local", "label": null,
@@ -227,7 +275,54 @@ pub struct AuditRecord {
     pub session_id: Option<String>,
     pub token_id: Option<String>,
     pub client_id: Option<String>,
-    pub detail: serde_json::Value,
+    pub detail: AuditDetail,
+}
+
+/// What an audit record tells beyond its event. Untagged: a reader tries the variants in
+/// this order, so one whose members another's include comes first (`Role` before `Opened`,
+/// `LinkIssued` before `Link`), and `Nothing` last.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AuditDetail {
+    /// A connection opened: the scope it carried and the subprotocol it chose.
+    Attach { scope: String, subprotocol: String },
+    /// A member's role moved.
+    Role { from: crate::Role, to: crate::Role },
+    /// A share link opened a page (`sign_in`) or a terminal (`attach`).
+    Opened { to: String },
+    /// A share link was issued.
+    LinkIssued {
+        link_id: String,
+        ttl_secs: u64,
+        label: Option<String>,
+    },
+    /// A share link was revoked.
+    Link { link_id: String },
+    /// A write was refused: what, and why.
+    Refused { what: String, reason: String },
+    /// A connection was cut: which, and why.
+    Cut { connection: String, reason: String },
+    /// A file moved in or out of a session (`via` http, mcp or a2a), or went.
+    File {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<String>,
+    },
+    /// Nothing more.
+    Nothing {},
+}
+
+impl AuditDetail {
+    /// A file transfer of `bytes` through `via`.
+    pub fn file(path: impl Into<String>, bytes: u64, via: &str) -> AuditDetail {
+        AuditDetail::File {
+            path: path.into(),
+            bytes: Some(bytes),
+            via: Some(via.to_owned()),
+        }
+    }
 }
 
 /// The control plane's error body: `{"error": {code, message}}`.

@@ -10,7 +10,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::Value;
 use wire::{CloseReason, control};
 
 use crate::audit;
@@ -96,7 +95,9 @@ pub async fn me(State(state): State<AppState>, who: Principal) -> Json<control::
         state.audit.record(
             audit::Record::new(audit::Event::ShareLinkUsed, sid)
                 .by(&who.token_id)
-                .detail(audit::Detail::Opened { to: "sign_in" }),
+                .detail(audit::Detail::Opened {
+                    to: "sign_in".into(),
+                }),
         );
     }
     Json(control::Me {
@@ -331,7 +332,7 @@ pub async fn audit_log(
             session_id: r.session_id,
             token_id: r.token_id,
             client_id: r.client_id,
-            detail: serde_json::from_str(&r.detail).unwrap_or(Value::Null),
+            detail: serde_json::from_str(&r.detail).unwrap_or(control::AuditDetail::Nothing {}),
         })
         .collect();
     Ok(Json(control::AuditRecords { records }))

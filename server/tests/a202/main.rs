@@ -3,6 +3,10 @@
 //! transaction in the extension payload) and over plain HTTPS (202 / 409 / 412 / insecure
 //! endpoint), the A202-0001 fixture cases through `ptyhost a202 check`, and the runtime
 //! case: a carrier task that fails or is canceled changes nothing commercial.
+//!
+//! Raw JSON on purpose: these tests pin A202's signed objects, which the tests tamper with
+//! member by member as the specs write them, apart from the `wire` types the server encodes
+//! with.
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -1,5 +1,8 @@
 //! A2A 1.0 over HTTP+JSON against the real server: tasks are commands typed into a
 //! session's shell, observed through the binding's own shapes and errors.
+//!
+//! Raw JSON on purpose: these tests pin the HTTP+JSON binding's member names as the specs
+//! write them, apart from the `wire` types the server encodes with.
 
 #[path = "../common/mod.rs"]
 mod common;

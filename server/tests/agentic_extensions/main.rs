@@ -1,6 +1,9 @@
 //! The agentic-sandbox executor's four A2A extensions on HTTP+JSON and JSON-RPC, named
 //! after their specs' conformance scenarios (RUNTIME-CONF-*, idempotency AC-*, hitl-prompt
 //! CF-*, multi-tenant MT-D-*), and `--profile agentic-sandbox`.
+//!
+//! Raw JSON on purpose: these tests pin the extensions' member and metadata names as the
+//! specs write them, apart from the `wire` types the server encodes with.
 
 #[path = "../common/mod.rs"]
 mod common;

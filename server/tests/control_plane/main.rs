@@ -6,7 +6,8 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
-use wire::control;
+use wire::Role;
+use wire::control::{self, AuditDetail};
 use wire::server::ServerOp;
 
 mod cards_health_and_audit;

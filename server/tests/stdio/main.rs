@@ -1,6 +1,9 @@
 //! The STDIO binding against the real `ptyhost stdio` child process: handshake, framing,
 //! unary and streaming requests, cancellation, errors and exit codes. Stdout is read only
 //! through the frame reader, so anything else on it fails the test.
+//!
+//! Raw JSON on purpose: these tests pin the STDIO binding's member names as the specs write
+//! them, apart from the `wire` types the server encodes with.
 
 #[path = "../common/mod.rs"]
 mod common;

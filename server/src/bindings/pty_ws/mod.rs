@@ -95,14 +95,16 @@ pub async fn attach(
             let attach = audit::Record::new(audit::Event::Attach, &sid)
                 .by(&principal.token_id)
                 .detail(audit::Detail::Attach {
-                    scope: principal.scope.as_str(),
+                    scope: principal.scope.as_str().to_owned(),
                     subprotocol: subprotocol.to_owned(),
                 });
             state.audit.record(attach);
             if principal.share_link {
                 let used = audit::Record::new(audit::Event::ShareLinkUsed, &sid)
                     .by(&principal.token_id)
-                    .detail(audit::Detail::Opened { to: "attach" });
+                    .detail(audit::Detail::Opened {
+                        to: "attach".into(),
+                    });
                 state.audit.record(used);
             }
             let binary = subprotocol == SUBPROTOCOL_BINARY;
