@@ -183,10 +183,7 @@ fn updated_task(d: &Delivery) -> Option<String> {
 
 /// Starts a shell task over REST 1.0 without waiting; returns its id.
 async fn start_task(s: &TestServer, command: &str, push: Option<Value>) -> String {
-    let mut configuration = json!({ "returnImmediately": true });
-    if let Some(p) = push {
-        configuration["taskPushNotificationConfig"] = p;
-    }
+    let configuration = json!({ "returnImmediately": true, "taskPushNotificationConfig": push });
     let (status, sent) = rest(
         s,
         "POST",
