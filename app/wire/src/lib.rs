@@ -88,6 +88,12 @@ impl Envelope {
     }
 }
 
+/// The JSON value of a protocol type. Its members are strings, numbers, string-keyed maps
+/// and JSON values, so this does not fail; were it to, the value would be `null`.
+pub fn to_json(v: impl Serialize) -> Value {
+    serde_json::to_value(v).unwrap_or_default()
+}
+
 /// Raw bytes that travel as standard base64 (RFC 4648 §4) inside JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Base64Bytes(pub Vec<u8>);

@@ -61,7 +61,7 @@ impl Versions {
             read_versions: read.to_vec(),
             write_version: write.to_owned(),
         };
-        let versions = Versions::parse(&serde_json::to_value(declared).unwrap_or_default())?;
+        let versions = Versions::parse(&wire::to_json(declared))?;
         if !versions.read_versions.contains(&versions.write_version) {
             return Err(format!(
                 "write version {write} is not among the read versions {read:?}"

@@ -191,7 +191,7 @@ impl Signer {
                 valid_until: None,
             },
         };
-        let mut record = serde_json::to_value(record).unwrap_or_default();
+        let mut record = wire::to_json(record);
         record["content_hash"] = Value::from(canonical::content_hash(&record));
         record
     }

@@ -196,10 +196,7 @@ impl A2aError {
     pub fn jsonrpc_error(&self) -> JsonRpcError {
         let (message, data) = match self {
             A2aError::Extension(r) => (r.jsonrpc_message.to_owned(), r.data.clone()),
-            _ => (
-                self.to_string(),
-                serde_json::to_value([self.error_info()]).unwrap_or_default(),
-            ),
+            _ => (self.to_string(), wire::to_json([self.error_info()])),
         };
         JsonRpcError {
             code: self.jsonrpc_code(),

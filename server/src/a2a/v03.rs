@@ -2,7 +2,6 @@
 //! model, and answers written in them. The shapes themselves are `wire::v03` (JSON-RPC)
 //! and `wire::v03::rest` (REST ProtoJSON).
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use wire::a2a::{
@@ -12,11 +11,6 @@ use wire::a2a::{
 use wire::v03 as shapes;
 
 use super::A2aError;
-
-/// A value in JSON (our types always serialize).
-fn json<T: Serialize>(v: T) -> Value {
-    serde_json::to_value(v).unwrap_or_default()
-}
 
 /// A 0.3 object read as `S`, then checked into the 1.0 model.
 fn read<S: DeserializeOwned, T: TryFrom<S, Error = shapes::Invalid>>(
@@ -28,16 +22,16 @@ fn read<S: DeserializeOwned, T: TryFrom<S, Error = shapes::Invalid>>(
 }
 
 pub fn message(m: &Message) -> Value {
-    json(shapes::Message::from(m))
+    wire::to_json(shapes::Message::from(m))
 }
 
 pub fn task(t: &Task) -> Value {
-    json(shapes::Task::from(t))
+    wire::to_json(shapes::Task::from(t))
 }
 
 /// A stream event; status updates say whether they are the last (`final`).
 pub fn event(e: &StreamResponse) -> Value {
-    json(shapes::Event::from(e))
+    wire::to_json(shapes::Event::from(e))
 }
 
 /// A 0.3 send result or stream event (`kind`-tagged, or wrapped on REST) in the 1.0 model.
@@ -135,12 +129,12 @@ pub fn push_config_in(v: &Value) -> Result<TaskPushNotificationConfig, A2aError>
 
 /// A config as a 0.3 PushNotificationConfig.
 pub fn push_config(c: &TaskPushNotificationConfig) -> Value {
-    json(shapes::PushConfig::from(c))
+    wire::to_json(shapes::PushConfig::from(c))
 }
 
 /// A config as a 0.3 JSON-RPC TaskPushNotificationConfig: `{taskId, pushNotificationConfig}`.
 pub fn task_push_config(c: &TaskPushNotificationConfig) -> Value {
-    json(shapes::TaskPushConfig::from(c))
+    wire::to_json(shapes::TaskPushConfig::from(c))
 }
 
 /// MessageSendParams → the normalized request (`blocking` is the inverse of
@@ -161,23 +155,23 @@ pub mod rest {
     };
     use wire::v03::rest as shapes;
 
-    use super::{A2aError, invalid, json, read};
+    use super::{A2aError, invalid, read};
 
     pub fn task(t: &Task) -> Value {
-        json(shapes::Task::from(t))
+        wire::to_json(shapes::Task::from(t))
     }
 
     pub fn message(m: &Message) -> Value {
-        json(shapes::Message::from(m))
+        wire::to_json(shapes::Message::from(m))
     }
 
     pub fn event(e: &StreamResponse) -> Value {
-        json(shapes::Event::from(e))
+        wire::to_json(shapes::Event::from(e))
     }
 
     /// A config as the 0.3 proto's TaskPushNotificationConfig: a resource name and the config.
     pub fn push_config(c: &TaskPushNotificationConfig) -> Value {
-        json(shapes::TaskPushConfig::from(c))
+        wire::to_json(shapes::TaskPushConfig::from(c))
     }
 
     /// CreateTaskPushNotificationConfigRequest of the 0.3 proto (`config_id` / `configId`,

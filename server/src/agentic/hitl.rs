@@ -60,7 +60,7 @@ pub fn envelope(prompt: &str) -> Value {
         response_schema: response_schema(),
         allowed_responders: ["any"],
     };
-    serde_json::to_value(envelope).unwrap_or_default()
+    wire::to_json(envelope)
 }
 
 /// The prompt envelope a waiting task's status message carries.
@@ -89,10 +89,6 @@ struct Violation {
     message: String,
 }
 
-fn data(refusal: RefusalData) -> Value {
-    serde_json::to_value(refusal).unwrap_or_default()
-}
-
 /// The text a message answers a task's open prompt with, when it carries
 /// `hitl_response_for`: refused 409 when that prompt is not open (unknown, or answered),
 /// 422 with `validation_errors` when the answer does not match its schema.
@@ -119,7 +115,7 @@ pub fn answer(task: &Task, message: &Message) -> Result<Option<String>, Extensio
             jsonrpc_message: "hitl_already_answered_or_unknown",
             reason: "HITL_ALREADY_ANSWERED_OR_UNKNOWN",
             detail: format!("prompt {prompt_id} is not open on task {}", task.id),
-            data: data(RefusalData {
+            data: wire::to_json(RefusalData {
                 extension: HITL_URI,
                 prompt_id: Some(prompt_id),
                 validation_errors: None,
@@ -165,7 +161,7 @@ fn invalid(prompt_id: Option<&str>, errors: Vec<Violation>) -> ExtensionRefusal 
             "the answer does not match the prompt's response_schema: {}",
             errors.len()
         ),
-        data: data(RefusalData {
+        data: wire::to_json(RefusalData {
             extension: HITL_URI,
             prompt_id,
             validation_errors: Some(errors),

@@ -140,7 +140,7 @@ impl Cache {
                         "the first request with messageId {} is still running",
                         key.message_id
                     ),
-                    data: data(RefusalData::of(
+                    data: wire::to_json(RefusalData::of(
                         "IDEMPOTENCY_REQUEST_IN_PROGRESS",
                         &key.message_id,
                     )),
@@ -168,7 +168,7 @@ pub fn key(params: &Value) -> Result<Option<Key>, ExtensionRefusal> {
             detail: format!(
                 "messageId {message_id:?} is not a UUID (idempotency/v1 keys on UUIDs)"
             ),
-            data: data(RefusalData::of("INVALID_PARAMS", message_id)),
+            data: wire::to_json(RefusalData::of("INVALID_PARAMS", message_id)),
         });
     }
     let mut rest = params.clone();
@@ -204,7 +204,7 @@ fn reused(key: &Key, original: &str, first_binding: &str, binding: &str) -> Exte
         jsonrpc_message: "Idempotency key reused with different payload",
         reason: "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_PAYLOAD",
         detail,
-        data: data(RefusalData {
+        data: wire::to_json(RefusalData {
             original_request_hash: Some(original),
             submitted_request_hash: Some(&key.hash),
             ..RefusalData::of(
@@ -236,10 +236,6 @@ impl<'a> RefusalData<'a> {
             submitted_request_hash: None,
         }
     }
-}
-
-fn data(refusal: RefusalData) -> Value {
-    serde_json::to_value(refusal).unwrap_or_default()
 }
 
 fn internal(e: anyhow::Error) -> ExtensionRefusal {

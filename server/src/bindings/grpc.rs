@@ -146,7 +146,7 @@ impl tonic::server::ServerStreamingService<Bytes> for Rpc {
                 return Err(tonic::Status::internal("a streaming method answered once"));
             };
             let events = stream.into_events().map(move |event| match event {
-                Ok(event) => rpc.encode(&serde_json::to_value(event).unwrap_or_default()),
+                Ok(event) => rpc.encode(&wire::to_json(event)),
                 Err(e) => Err(status(&e)),
             });
             Ok(respond(events.boxed(), echoed))

@@ -164,7 +164,7 @@ fn sse(id: Value, stream: TaskStream, version: Version) -> Response {
         Ok::<_, std::convert::Infallible>(match item {
             Ok(event) => {
                 let result = match version {
-                    Version::V1 => value(&event),
+                    Version::V1 => wire::to_json(&event),
                     Version::V03 => v03::event(&event),
                 };
                 Event::default().data(encode(&JsonRpcResponse::result(id.clone(), result)))
@@ -245,20 +245,20 @@ pub async fn call(
         extensions,
     };
     Ok(Reply::Value(match method {
-        "SendMessage" => value(
+        "SendMessage" => wire::to_json(
             &tasks
                 .send(&who, parse::<SendMessageRequest>(method, params)?, via)
                 .await?,
         ),
         "GetTask" => {
             let p = parse::<TaskIdRequest>(method, params)?;
-            value(&tasks.get(&who, &p.id, p.history_length).await?)
+            wire::to_json(&tasks.get(&who, &p.id, p.history_length).await?)
         }
         "CancelTask" => {
             let p = parse::<TaskIdRequest>(method, params)?;
-            value(&tasks.cancel(&who, &p.id).await?)
+            wire::to_json(&tasks.cancel(&who, &p.id).await?)
         }
-        "ListTasks" => value(
+        "ListTasks" => wire::to_json(
             &tasks
                 .list(&who, parse::<ListTasksRequest>(method, params)?)
                 .await?,
@@ -285,7 +285,7 @@ pub async fn call(
                     "{method}: taskId is required"
                 )));
             }
-            value(
+            wire::to_json(
                 &tasks
                     .create_push(&who, Version::V1, &task_id, config)
                     .await?,
@@ -293,14 +293,14 @@ pub async fn call(
         }
         "GetTaskPushNotificationConfig" => {
             let p = parse::<PushConfigRequest>(method, params)?;
-            value(&tasks.get_push(&who, &p.task_id, &p.id).await?)
+            wire::to_json(&tasks.get_push(&who, &p.task_id, &p.id).await?)
         }
         "ListTaskPushNotificationConfigs" => {
             let p = parse::<ListPushConfigsRequest>(method, params)?;
             let (configs, next_page_token) = tasks
                 .list_push(&who, &p.task_id, p.page_size, p.page_token.as_deref())
                 .await?;
-            value(&ListPushConfigsResponse {
+            wire::to_json(&ListPushConfigsResponse {
                 configs,
                 next_page_token,
             })
@@ -431,11 +431,6 @@ fn parse_error(detail: &str) -> JsonRpcResponse<Value> {
             data: None,
         },
     )
-}
-
-/// A result as JSON (our types always serialize).
-fn value<T: Serialize>(result: &T) -> Value {
-    serde_json::to_value(result).unwrap_or_default()
 }
 
 fn encode<T: Serialize>(body: &T) -> String {

@@ -102,7 +102,7 @@ pub fn error(code: i64, message: &str, reason: &str) -> Vec<u8> {
         message,
         reason,
     };
-    let json = serde_json::to_value(error).unwrap_or_default();
+    let json = wire::to_json(error);
     encode("ptyhost.stdio.Error", &json).unwrap_or_default()
 }
 

@@ -280,13 +280,9 @@ fn sender(
 /// A task in the caller's version.
 fn task_json(media: Media, task: &Task) -> Value {
     match media.version {
-        Version::V1 => json_value(task),
+        Version::V1 => wire::to_json(task),
         Version::V03 => v03::rest::task(task),
     }
-}
-
-fn json_value<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 async fn send_message(
@@ -303,7 +299,7 @@ async fn send_message(
                 media.version,
                 state.tasks.send(&who, req, media.via(&activation)).await?,
             ) {
-                (Version::V1, sent) => json_value(&sent),
+                (Version::V1, sent) => wire::to_json(&sent),
                 (Version::V03, Sent::Task(t)) => v03::rest::event(&StreamResponse::Task(t)),
                 (Version::V03, Sent::Message(m)) => v03::rest::event(&StreamResponse::Message(m)),
             },
@@ -422,7 +418,7 @@ fn sse(media: Media, stream: TaskStream) -> Response {
         Ok::<_, std::convert::Infallible>(match item {
             Ok(event) => {
                 let data = match media.version {
-                    Version::V1 => json_value(&event),
+                    Version::V1 => wire::to_json(&event),
                     Version::V03 => v03::rest::event(&event),
                 };
                 Event::default().data(data.to_string())
@@ -469,7 +465,7 @@ async fn subscribe(state: &AppState, media: Media, caller: Caller, id: &str) -> 
 /// A push config in the caller's version.
 fn push_json(media: Media, config: &TaskPushNotificationConfig) -> Value {
     match media.version {
-        Version::V1 => json_value(config),
+        Version::V1 => wire::to_json(config),
         Version::V03 => v03::rest::push_config(config),
     }
 }

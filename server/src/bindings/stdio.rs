@@ -228,7 +228,7 @@ where
     };
     let out = Out {
         tx,
-        mark: Arc::new(serde_json::to_value(mark).unwrap_or_default()),
+        mark: Arc::new(wire::to_json(mark)),
     };
     out.send(&Opening::Handshake(Handshake {
         protocol: PROTOCOL.to_owned(),

@@ -375,7 +375,7 @@ async fn watch(
                 while let Some(Ok(event)) = events.next().await {
                     let _ = tx.send(Seen {
                         delivery: None,
-                        event: as_json(&event),
+                        event: wire::to_json(&event),
                     });
                 }
             });
@@ -385,7 +385,7 @@ async fn watch(
             let task = conn.get(id, None).await.map_err(failed)?;
             let _ = tx.send(Seen {
                 delivery: None,
-                event: as_json(&StreamResponse::Task(task)),
+                event: wire::to_json(StreamResponse::Task(task)),
             });
         }
     }
@@ -432,10 +432,6 @@ fn show(event: &StreamResponse, json_out: bool) {
     } else {
         print_human(event);
     }
-}
-
-fn as_json(event: &StreamResponse) -> Value {
-    serde_json::to_value(event).unwrap_or_default()
 }
 
 /// An event for people: task states, and output as it comes.

@@ -143,8 +143,8 @@ impl Link {
         let configuration = shapes::SendConfiguration {
             blocking: !return_immediately,
         };
-        to_json(match (self.iface.version, self.iface.binding) {
-            (Version::V1, _) => to_json(SendMessageRequest {
+        wire::to_json(match (self.iface.version, self.iface.binding) {
+            (Version::V1, _) => wire::to_json(SendMessageRequest {
                 tenant: None,
                 message: message.clone(),
                 configuration: Some(SendMessageConfiguration {
@@ -153,11 +153,11 @@ impl Link {
                 }),
                 metadata: None,
             }),
-            (Version::V03, Binding::JsonRpc) => to_json(shapes::SendParams {
+            (Version::V03, Binding::JsonRpc) => wire::to_json(shapes::SendParams {
                 message: message.into(),
                 configuration,
             }),
-            (Version::V03, Binding::HttpJson) => to_json(shapes::rest::SendRequest {
+            (Version::V03, Binding::HttpJson) => wire::to_json(shapes::rest::SendRequest {
                 request: message.into(),
                 configuration,
             }),
@@ -260,17 +260,17 @@ impl Link {
             ..shapes::PushConfig::default()
         };
         let params = match (self.iface.version, self.iface.binding) {
-            (Version::V1, _) => to_json(TaskPushNotificationConfig {
+            (Version::V1, _) => wire::to_json(TaskPushNotificationConfig {
                 task_id: task_id.to_owned(),
                 url: url.to_owned(),
                 token: Some(token.to_owned()),
                 ..TaskPushNotificationConfig::default()
             }),
-            (Version::V03, Binding::JsonRpc) => to_json(shapes::TaskPushConfig {
+            (Version::V03, Binding::JsonRpc) => wire::to_json(shapes::TaskPushConfig {
                 task_id: task_id.to_owned(),
                 push_notification_config: inner,
             }),
-            (Version::V03, Binding::HttpJson) => to_json(shapes::rest::CreatePushRequest {
+            (Version::V03, Binding::HttpJson) => wire::to_json(shapes::rest::CreatePushRequest {
                 config: shapes::rest::TaskPushConfig {
                     name: String::new(),
                     push_notification_config: inner,
@@ -302,12 +302,12 @@ impl Link {
 
     pub async fn delete_push(&self, task_id: &str, id: &str) -> Result<(), ClientError> {
         let params = match self.iface.version {
-            Version::V1 => to_json(PushConfigRequest {
+            Version::V1 => wire::to_json(PushConfigRequest {
                 tenant: None,
                 task_id: task_id.to_owned(),
                 id: id.to_owned(),
             }),
-            Version::V03 => to_json(shapes::PushConfigIdParams {
+            Version::V03 => wire::to_json(shapes::PushConfigIdParams {
                 id: task_id.to_owned(),
                 push_notification_config_id: Some(id.to_owned()),
             }),
@@ -340,7 +340,7 @@ impl Link {
         self.stream(
             ("SubscribeToTask", "tasks/resubscribe"),
             path,
-            to_json(TaskIdRequest::of(id)),
+            wire::to_json(TaskIdRequest::of(id)),
         )
         .await
     }
@@ -357,7 +357,7 @@ impl Link {
                     Version::V1 => methods.0,
                     Version::V03 => methods.1,
                 };
-                let body = to_json(JsonRpcRequest::new(Value::from(1), method, params));
+                let body = wire::to_json(JsonRpcRequest::new(Value::from(1), method, params));
                 (self.iface.url.clone(), body, true)
             }
             Binding::HttpJson => (self.rest_url(&path), params, false),
@@ -419,10 +419,6 @@ fn undecodable(e: crate::a2a::A2aError) -> ClientError {
 #[serde(rename_all = "camelCase")]
 struct Created03 {
     push_notification_config: shapes::PushConfig,
-}
-
-pub(super) fn to_json(v: impl Serialize) -> Value {
-    serde_json::to_value(v).unwrap_or_default()
 }
 
 pub(super) fn encode(v: &impl Serialize) -> String {

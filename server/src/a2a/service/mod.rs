@@ -39,11 +39,6 @@ pub use remote::Cluster;
 /// How long a cancel waits for the task to end before answering with what it has.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
-/// A request's params as the node that runs its task reads them.
-fn remote_params(request: impl serde::Serialize) -> Value {
-    serde_json::to_value(request).unwrap_or_default()
-}
-
 #[derive(Clone)]
 pub struct TaskService {
     inner: Arc<Inner>,
@@ -211,7 +206,7 @@ impl TaskService {
                 version: Version::V1,
                 extensions: &[],
             };
-            let params = remote_params(TaskIdRequest::of(id));
+            let params = wire::to_json(TaskIdRequest::of(id));
             return (self.stream_remote(&node, who, "SubscribeToTask", params, via, id)).await;
         }
         match self.feed(id) {
@@ -390,7 +385,7 @@ impl TaskService {
         match self.current(id).await? {
             Some(t) if who.sees_session(&t.context_id) => match self.node_of_task(&t).await? {
                 Some(node) => {
-                    let params = remote_params(TaskIdRequest {
+                    let params = wire::to_json(TaskIdRequest {
                         history_length,
                         ..TaskIdRequest::of(id)
                     });
@@ -414,7 +409,7 @@ impl TaskService {
             return Err(A2aError::TaskNotCancelable(id.to_owned()));
         }
         if let Some(node) = self.node_of_task(&task).await? {
-            let params = remote_params(TaskIdRequest::of(id));
+            let params = wire::to_json(TaskIdRequest::of(id));
             return self.call_remote(&node, who, "CancelTask", params, id).await;
         }
         let snapshot = {

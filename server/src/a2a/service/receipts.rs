@@ -24,7 +24,7 @@ fn receipts_value(receipts: &[Receipt]) -> Value {
     struct Receipts<'a> {
         receipts: &'a [Receipt],
     }
-    serde_json::to_value(Receipts { receipts }).unwrap_or_default()
+    wire::to_json(Receipts { receipts })
 }
 
 impl TaskService {

@@ -224,7 +224,8 @@ async fn check_attach(
 }
 
 /// A binding-level frame (not a session frame): hello, goodbye, responses, errors.
-fn server_frame(id: Option<String>, sequence: Option<u64>, op: ServerOp) -> String {
+/// A frame sent now: `id` is the request it answers (a new UUIDv7 when it answers none).
+fn frame_now(id: Option<String>, sequence: Option<u64>, op: ServerOp) -> ServerFrame {
     ServerFrame {
         id: id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
         ts: clock::now_rfc3339(),
@@ -232,7 +233,10 @@ fn server_frame(id: Option<String>, sequence: Option<u64>, op: ServerOp) -> Stri
         service_parameters: None,
         op,
     }
-    .to_text()
+}
+
+fn server_frame(id: Option<String>, sequence: Option<u64>, op: ServerOp) -> String {
+    frame_now(id, sequence, op).to_text()
 }
 
 fn error_frame(id: Option<String>, code: ErrorCode, message: &str) -> String {

@@ -15,8 +15,7 @@ use wire::{ErrorCode, TaskOp};
 use crate::a2a::service::TaskStream;
 use crate::a2a::{A2aError, Version, Via};
 use crate::auth::Principal;
-use crate::bindings::pty_ws::{error_frame_of, server_frame};
-use crate::clock;
+use crate::bindings::pty_ws::{error_frame_of, frame_now, server_frame};
 use crate::sessions::{
     Replay, SessionCommand, SessionHandle, TASK_UPDATE, TaskUpdate, is_task_update,
 };
@@ -267,11 +266,8 @@ impl TaskContext {
 
     fn unnumbered(&self, payload: Box<UpdatePayload>) -> String {
         ServerFrame {
-            id: uuid::Uuid::now_v7().to_string(),
-            ts: clock::now_rfc3339(),
-            sequence: None,
             service_parameters: self.service_parameters(),
-            op: ServerOp::TaskUpdate(payload),
+            ..frame_now(None, None, ServerOp::TaskUpdate(payload))
         }
         .to_text()
     }
