@@ -7,6 +7,7 @@
 pub mod a202;
 pub mod a2a;
 pub mod admission;
+pub mod agent;
 pub mod agentic;
 pub mod audit;
 pub mod auth;

@@ -6,7 +6,7 @@
 use anyhow::Result;
 use rmcp::ServiceExt;
 
-use super::Core;
+use crate::agent::Agent;
 use crate::bindings::mcp::{Caller, Terminal, Terminals, local_principal};
 use crate::config;
 
@@ -15,7 +15,7 @@ pub async fn run(args: config::McpArgs) -> Result<()> {
     if let (Some(url), Some(token)) = (&args.url, &args.token) {
         return crate::client::mcp::relay(url, token).await;
     }
-    let core = Core::start(
+    let agent = Agent::start(
         &args.store,
         args.session.settings()?,
         &args.session,
@@ -31,8 +31,8 @@ pub async fn run(args: config::McpArgs) -> Result<()> {
     )
     .await?;
     let terminals = Terminals::new(
-        core.sessions.clone(),
-        core.tasks.clone(),
+        agent.sessions.clone(),
+        agent.tasks.clone(),
         args.session.files.settings(),
         None,
     );
@@ -47,7 +47,7 @@ pub async fn run(args: config::McpArgs) -> Result<()> {
             .map_err(anyhow::Error::from),
         Err(e) => Err(anyhow::anyhow!("MCP on stdio: {e}")),
     };
-    core.sessions.shutdown().await;
-    core.store.close().await;
+    agent.sessions.shutdown().await;
+    agent.store.close().await;
     result
 }

@@ -2,7 +2,6 @@
 
 pub mod a202;
 pub mod a2a;
-mod core;
 pub mod files;
 pub mod mcp;
 pub mod serve;
@@ -12,7 +11,6 @@ pub mod token;
 
 use std::process::ExitCode;
 
-pub use self::core::Core;
 use crate::config::{CliCommand, StoreArgs};
 use crate::store::Store;
 

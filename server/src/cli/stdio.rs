@@ -1,6 +1,6 @@
 //! `ptyhost stdio`: the agent for a parent process, over the STDIO binding.
 
-use super::Core;
+use crate::agent::Agent;
 use crate::bindings::stdio::{self, exit};
 use crate::config;
 
@@ -25,9 +25,9 @@ pub async fn run(args: config::StdioArgs) -> u8 {
     super::init_tracing(&format!("{level},sqlx=warn"));
     let params = stdio::service_params(std::env::vars());
     tracing::info!(%session_id, service_params = %serde_json::Value::Object(params.clone()), "stdio session");
-    let core = async {
+    let agent = async {
         let settings = args.session.settings()?;
-        Core::start(
+        Agent::start(
             &args.store,
             settings,
             &args.session,
@@ -43,16 +43,16 @@ pub async fn run(args: config::StdioArgs) -> u8 {
         )
         .await
     };
-    let core = match core.await {
+    let agent = match agent.await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ptyhost stdio: {e:#}");
             return exit::FAILURE;
         }
     };
-    let extensions = crate::bindings::activate_parameters(&core.tasks, &params);
+    let extensions = crate::bindings::activate_parameters(&agent.tasks, &params);
     let code = stdio::serve(
-        core.tasks.clone(),
+        agent.tasks.clone(),
         session_id,
         extensions,
         args.max_frame_bytes,
@@ -60,7 +60,7 @@ pub async fn run(args: config::StdioArgs) -> u8 {
         tokio::io::stdout(),
     )
     .await;
-    core.sessions.shutdown().await;
-    core.store.close().await;
+    agent.sessions.shutdown().await;
+    agent.store.close().await;
     code
 }

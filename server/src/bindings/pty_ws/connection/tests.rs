@@ -15,7 +15,7 @@ use serde_json::json;
 
 /// A server's state in `dir` and a new session of it running `cat`.
 async fn cat_session(dir: &tempfile::TempDir) -> (AppState, String) {
-    let state = crate::cli::serve::test_state(dir.path(), &[]).await;
+    let state = crate::state::for_tests(dir.path(), &[]).await;
     let spec = SpecRequest {
         argv: Some(vec!["cat".into()]),
         ..SpecRequest::default()

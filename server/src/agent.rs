@@ -1,4 +1,4 @@
-//! The agent without its transports, which `serve` and `stdio` both run.
+//! The agent without its transports, which `serve`, `stdio` and `mcp` run.
 
 use anyhow::{Context, Result};
 
@@ -10,7 +10,7 @@ use crate::{a202, agentic, audit, cluster, executor};
 
 /// The agent without its transports: the store, the audit trail, the sessions and the
 /// task service, recovered from what a previous process left.
-pub struct Core {
+pub struct Agent {
     pub store: Store,
     pub node: cluster::Node,
     pub audit: audit::Audit,
@@ -18,7 +18,7 @@ pub struct Core {
     pub tasks: a2a::service::TaskService,
 }
 
-impl Core {
+impl Agent {
     pub async fn start(
         store_args: &StoreArgs,
         mut settings: sessions::SessionSettings,
@@ -27,8 +27,8 @@ impl Core {
         node: cluster::NodeSettings,
         push_allow_loopback: bool,
         base_url: Option<String>,
-    ) -> Result<Core> {
-        let store = super::open_store(store_args).await?;
+    ) -> Result<Agent> {
+        let store = Store::open(store_args.database_url.as_deref(), &store_args.data_dir).await?;
         let node = cluster::Node::join(&store, &store_args.data_dir, node).await?;
         settings.shell_rc = sessions::install_shell_rc(&store_args.data_dir)
             .context("writing the shell-integration rc file")?;
@@ -82,7 +82,7 @@ impl Core {
         );
         tasks.recover(node.id()).await?;
         node.start(sessions.clone(), tasks.clone());
-        Ok(Core {
+        Ok(Agent {
             store,
             node,
             audit,

@@ -15,6 +15,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use wire::control::ErrorBody;
 
+mod serving;
+
+#[cfg(test)]
+pub(crate) use serving::for_tests;
+pub use serving::public_url;
+
 use crate::a2a::service::TaskService;
 use crate::auth::{self, AuthError, Principal, Scope};
 use crate::sessions::Sessions;
