@@ -35,6 +35,14 @@ pub enum Event {
     /// A file was read (detail: path, bytes, via).
     FileRead,
     FileDeleted,
+    /// A connection through a session's egress proxy ended (detail: target, bytes).
+    Egress,
+    /// A session's egress proxy refused a target (detail: target, the allowlist).
+    EgressDenied,
+    /// A session's egress allowlist changed (detail: from, to).
+    EgressChanged,
+    /// A request through a port preview (detail: port, method, path, status).
+    PortPreview,
 }
 
 impl Event {
@@ -51,6 +59,10 @@ impl Event {
             Event::FileWritten => "file_written",
             Event::FileRead => "file_read",
             Event::FileDeleted => "file_deleted",
+            Event::Egress => "egress",
+            Event::EgressDenied => "egress_denied",
+            Event::EgressChanged => "egress_changed",
+            Event::PortPreview => "port_preview",
         }
     }
 }

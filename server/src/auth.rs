@@ -247,3 +247,44 @@ mod tests {
         assert_ne!(random_token(), random_token());
     }
 }
+
+/// Short-lived stand-ins for a token, kept in memory: a port preview's cookie carries one,
+/// so the token itself never rides in a URL or a cookie. A ticket names the token it stands
+/// for, which is authenticated again on every use (a revoked token's tickets fail).
+#[derive(Debug, Default)]
+pub struct Tickets {
+    held: std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>,
+}
+
+/// At most this many tickets are held; the oldest go first.
+const MAX_TICKETS: usize = 10_000;
+
+impl Tickets {
+    /// A new ticket for `token`, valid for `ttl`.
+    pub fn issue(&self, token: &str, ttl: std::time::Duration) -> String {
+        let mut bytes = [0u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        let ticket = URL_SAFE_NO_PAD.encode(bytes);
+        let now = std::time::Instant::now();
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.retain(|_, (_, until)| *until > now);
+        if held.len() >= MAX_TICKETS
+            && let Some(oldest) = held
+                .iter()
+                .min_by_key(|(_, (_, until))| *until)
+                .map(|(k, _)| k.clone())
+        {
+            held.remove(&oldest);
+        }
+        held.insert(ticket.clone(), (token.to_owned(), now + ttl));
+        ticket
+    }
+
+    /// The token a live ticket stands for.
+    pub fn token(&self, ticket: &str) -> Option<String> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(ticket)
+            .filter(|(_, until)| *until > std::time::Instant::now())
+            .map(|(token, _)| token.clone())
+    }
+}

@@ -18,6 +18,7 @@ pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod egress;
 pub mod executor;
 pub mod extensions;
 pub mod files;

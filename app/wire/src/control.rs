@@ -41,14 +41,27 @@ pub struct Session {
     /// A sandboxed session's workspace: the one directory of the host it may write.
     #[serde(default)]
     pub workspace: Option<String>,
+    /// The TCP ports something listens on inside a running session's own network
+    /// namespace (`GET B/sessions/{sid}` only), each reachable at
+    /// `B/sessions/{sid}/ports/{port}/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Vec<u16>>,
+}
+
+/// A sandboxed session's network: `"none"` (loopback only), `"host"`, or a namespace of its
+/// own whose egress proxy allows what `allow` names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Network {
+    Mode(String),
+    Allow { allow: Vec<String> },
 }
 
 /// A session's sandbox (`serve --sandbox`, and the session's own limits).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sandbox {
     pub enabled: bool,
-    /// `none` (loopback only) or `host`.
-    pub network: String,
+    pub network: Network,
     /// The memory cap, swap included.
     pub memory_bytes: Option<u64>,
     pub pids: Option<u64>,
@@ -199,6 +212,10 @@ mod tests {
                 from: crate::Role::Observer,
                 to: crate::Role::Controller,
             },
+            AuditDetail::EgressChanged {
+                from: vec![],
+                to: vec!["example.com:443".into()],
+            },
             AuditDetail::Opened {
                 to: "sign_in".into(),
             },
@@ -217,6 +234,23 @@ mod tests {
             AuditDetail::Cut {
                 connection: "pty-ws".into(),
                 reason: "revoked".into(),
+            },
+            AuditDetail::Egress {
+                target: "example.com:443".into(),
+                address: "93.184.215.14:443".into(),
+                sent: 1,
+                received: 2,
+                cut: false,
+            },
+            AuditDetail::EgressDenied {
+                target: "10.0.0.1:22".into(),
+                rules: vec!["example.com:443".into()],
+            },
+            AuditDetail::Preview {
+                port: 8000,
+                method: "GET".into(),
+                path: "/".into(),
+                status: 200,
             },
             AuditDetail::file("a.txt", 3, "http"),
             AuditDetail::File {
@@ -288,6 +322,8 @@ pub enum AuditDetail {
     Attach { scope: String, subprotocol: String },
     /// A member's role moved.
     Role { from: crate::Role, to: crate::Role },
+    /// A session's egress allowlist changed.
+    EgressChanged { from: Vec<String>, to: Vec<String> },
     /// A share link opened a page (`sign_in`) or a terminal (`attach`).
     Opened { to: String },
     /// A share link was issued.
@@ -302,6 +338,24 @@ pub enum AuditDetail {
     Refused { what: String, reason: String },
     /// A connection was cut: which, and why.
     Cut { connection: String, reason: String },
+    /// A connection through the session's egress proxy ended: where to, the address
+    /// it reached, the bytes each way, and whether a narrowed allowlist cut it.
+    Egress {
+        target: String,
+        address: String,
+        sent: u64,
+        received: u64,
+        cut: bool,
+    },
+    /// The egress proxy refused a target: the allowlist it checked.
+    EgressDenied { target: String, rules: Vec<String> },
+    /// A request through a port preview, and the status it got.
+    Preview {
+        port: u16,
+        method: String,
+        path: String,
+        status: u16,
+    },
     /// A file moved in or out of a session (`via` http, mcp or a2a), or went.
     File {
         path: String,
@@ -375,6 +429,21 @@ pub struct CreateSession {
     /// server reads and checks against the caller's scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
+}
+
+/// `PATCH B/sessions/{sid}`: what changes in a running session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSession {
+    pub sandbox: SandboxUpdate,
+}
+
+/// A running sandboxed session's network: `"none"` or `{"allow": [RULE…]}` (a session on
+/// the host's network stays there).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxUpdate {
+    pub network: Network,
 }
 
 /// `POST B/sessions/{sid}/share`: how long the link lives and what it is called.

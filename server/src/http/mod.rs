@@ -5,8 +5,10 @@
 pub mod assets;
 mod body;
 mod files;
+mod network;
 mod nodes;
 mod playback;
+mod preview;
 pub mod server;
 mod sessions;
 
@@ -19,7 +21,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get};
+use axum::routing::{any, delete, get};
 use leptos::prelude::LeptosOptions;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 
@@ -44,6 +46,7 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
             "/sessions/{sid}",
             get(sessions::show)
                 .delete(sessions::terminate)
+                .patch(network::update)
                 .route_layer(middleware::from_fn_with_state(state.clone(), to_owner)),
         )
         .route(
@@ -69,7 +72,15 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
             get(files::get).put(files::put).delete(files::delete),
         )
         .route_layer(middleware::from_fn_with_state(state.clone(), to_owner));
-    let api = (control.merge(rpc).merge(rest).merge(files)).merge(mcp::http::routes(&state));
+    // Port previews: streamed both ways (HTTP and WebSocket), authenticated by the
+    // preview itself (bearer or its cookie).
+    let previews = Router::new()
+        .route("/sessions/{sid}/ports/{port}", any(preview::redirect))
+        .route("/sessions/{sid}/ports/{port}/", any(preview::proxy))
+        .route("/sessions/{sid}/ports/{port}/{*path}", any(preview::proxy))
+        .route_layer(middleware::from_fn_with_state(state.clone(), to_owner));
+    let api = (control.merge(rpc).merge(rest).merge(files).merge(previews))
+        .merge(mcp::http::routes(&state));
     let instance = api
         .clone()
         .route("/.well-known/agent-card.json", get(card::superset))

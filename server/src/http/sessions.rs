@@ -33,13 +33,13 @@ pub struct SharePath {
     id: String,
 }
 
-fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+pub(super) fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     payload
         .map(|Json(t)| t)
         .map_err(|e| ApiError::bad_request(e.body_text()))
 }
 
-fn view_json(state: &AppState, v: &SessionView) -> control::Session {
+pub(super) fn view_json(state: &AppState, v: &SessionView) -> control::Session {
     let r = &v.row;
     control::Session {
         session_id: r.id.clone(),
@@ -71,6 +71,7 @@ fn view_json(state: &AppState, v: &SessionView) -> control::Session {
             .live(&SessionId::from(&r.id))
             .and_then(|h| h.sandboxed().and_then(|s| s.usage())),
         workspace: r.workspace.clone(),
+        ports: None,
     }
 }
 
@@ -177,7 +178,9 @@ pub async fn show(
     Path(SessionPath { sid }): Path<SessionPath>,
 ) -> Result<Json<control::Session>, ApiError> {
     let v = visible(&state, &who, &sid).await?;
-    Ok(Json(view_json(&state, &v)))
+    Ok(Json(
+        super::network::with_ports(&state, view_json(&state, &v)).await,
+    ))
 }
 
 /// Ends a running session (SIGHUP to its process group, SIGKILL after a grace period)

@@ -74,20 +74,37 @@ fn helper(launch: Launch) -> Result<Never> {
     }
     launch.rlimits.apply()?;
     let (uid, gid) = (rustix::process::getuid(), rustix::process::getgid());
-    let mut flags = UnshareFlags::NEWUSER
-        | UnshareFlags::NEWNS
-        | UnshareFlags::NEWPID
-        | UnshareFlags::NEWIPC
-        | UnshareFlags::NEWUTS
-        | UnshareFlags::NEWCGROUP;
+    let mut first = UnshareFlags::NEWUSER;
     if launch.own_network {
-        flags |= UnshareFlags::NEWNET;
+        first |= UnshareFlags::NEWNET;
     }
-    sys::unshare(flags).context("making the session's namespaces (user namespaces refused?)")?;
+    sys::unshare(first).context("making the session's namespaces (user namespaces refused?)")?;
     // The session keeps its user and group ids, which are the only ones it has.
     std::fs::write("/proc/self/setgroups", "deny")?;
     std::fs::write("/proc/self/uid_map", format!("{0} {0} 1", uid.as_raw()))?;
     std::fs::write("/proc/self/gid_map", format!("{0} {0} 1", gid.as_raw()))?;
+    // The net agent lives in the session's network namespace and the host's others; it
+    // has bound the egress proxy's listener before the program can start.
+    if let (true, Some(socket)) = (launch.own_network, &launch.net_socket) {
+        let (mut ready_r, ready_w) = std::io::pipe()?;
+        if sys::fork()?.is_none() {
+            drop(ready_r);
+            super::net::agent_main(socket, ready_w);
+        }
+        drop(ready_w);
+        let mut ready = [0u8];
+        ready_r
+            .read_exact(&mut ready)
+            .context("starting the session's net agent")?;
+    }
+    sys::unshare(
+        UnshareFlags::NEWNS
+            | UnshareFlags::NEWPID
+            | UnshareFlags::NEWIPC
+            | UnshareFlags::NEWUTS
+            | UnshareFlags::NEWCGROUP,
+    )
+    .context("making the session's namespaces")?;
     let (mut status_r, status_w) = std::io::pipe()?;
     let Some(init) = sys::fork()? else {
         drop(status_r);

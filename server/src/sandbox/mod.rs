@@ -10,6 +10,7 @@
 mod cgroup;
 mod confine;
 pub mod exec;
+pub mod net;
 mod policy;
 mod root;
 
@@ -38,6 +39,9 @@ pub struct Launch {
     pub workspace: PathBuf,
     /// A network namespace of its own (loopback only), or the host's.
     pub own_network: bool,
+    /// Where the net agent of an own network namespace answers (`net`).
+    #[serde(default)]
+    pub net_socket: Option<PathBuf>,
     /// The session cgroup's `cgroup.procs` files, which the helper joins.
     pub cgroup_procs: Vec<PathBuf>,
     pub rlimits: Rlimits,
@@ -95,12 +99,32 @@ impl Launch {
                 full.insert(name.to_owned(), v);
             }
         }
+        let own_network = limits.network == Network::None;
+        if own_network {
+            // The only way out of the namespace: the egress proxy, which refuses what the
+            // session's allowlist does not name (everything, for "none").
+            let proxy = format!("http://127.0.0.1:{}", net::PROXY_PORT);
+            for name in [
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "ALL_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "all_proxy",
+            ] {
+                full.insert(name.to_owned(), proxy.clone());
+            }
+            for name in ["NO_PROXY", "no_proxy"] {
+                full.insert(name.to_owned(), "localhost,127.0.0.1,::1".to_owned());
+            }
+        }
         full.extend(env.clone());
         Launch {
             argv,
             env: full,
             workspace: workspace.to_path_buf(),
-            own_network: limits.network == Network::None,
+            own_network,
+            net_socket: None,
             cgroup_procs: Vec::new(),
             rlimits: Rlimits::default(),
             shell_rc: None,

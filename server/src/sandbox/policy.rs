@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{Hierarchy, Probe};
+use crate::egress::Rules;
 
 /// A session's network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -55,11 +56,32 @@ pub fn cores() -> f64 {
 const MIN_MEMORY: u64 = 16 << 20;
 const MIN_PIDS: u64 = 8;
 
+/// What a caller asks of a session's network: `"none"`, `"host"`, or `{"allow": [RULE…]}`,
+/// a namespace of its own whose only way out is the egress proxy, to what the rules allow.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum NetworkRequest {
+    Mode(Network),
+    Allow { allow: Rules },
+}
+
+impl NetworkRequest {
+    /// The namespace it runs in, and the egress allowlist (an own namespace always has
+    /// one: `"none"` allows nothing).
+    pub fn split(&self) -> (Network, Option<Rules>) {
+        match self {
+            NetworkRequest::Mode(Network::None) => (Network::None, Some(Rules::default())),
+            NetworkRequest::Mode(Network::Host) => (Network::Host, None),
+            NetworkRequest::Allow { allow } => (Network::None, Some(allow.clone())),
+        }
+    }
+}
+
 /// What a caller asks for (`sandbox` in `POST B/sessions` or a new session's data part).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
-    pub network: Option<Network>,
+    pub network: Option<NetworkRequest>,
     #[serde(default, deserialize_with = "size")]
     pub memory: Option<u64>,
     pub pids: Option<u64>,
@@ -125,26 +147,36 @@ impl SandboxSettings {
         }
     }
 
-    /// A session's limits: the defaults, lowered (by anyone) or raised (by an admin) as
-    /// `request` asks.
+    /// A session's limits and egress allowlist: the defaults, lowered (by anyone) or raised
+    /// (by an admin) as `request` asks.
     pub fn resolve(
         &self,
         request: Option<&Request>,
         admin: bool,
-    ) -> Result<Limits, SandboxRefusal> {
+    ) -> Result<(Limits, Option<Rules>), SandboxRefusal> {
         let d = self.defaults;
+        let default_egress = (d.network == Network::None).then(Rules::default);
         let Some(r) = request else {
-            return Ok(d);
+            return Ok((d, default_egress));
         };
         let raising = |what: &str, default: String| {
             SandboxRefusal::Forbidden(format!(
                 "raising the sandbox's {what} above the server's {default} needs pty:admin"
             ))
         };
-        let network = r.network.unwrap_or(d.network);
+        let (network, egress) = match &r.network {
+            Some(n) => n.split(),
+            None => (d.network, default_egress),
+        };
         if network == Network::Host && d.network == Network::None && !admin {
             return Err(SandboxRefusal::Forbidden(
                 "network \"host\" needs pty:admin on this server (its default is \"none\")".into(),
+            ));
+        }
+        if egress.as_ref().is_some_and(|e| !e.0.is_empty()) && d.network == Network::None && !admin
+        {
+            return Err(SandboxRefusal::Forbidden(
+                "an egress allowlist needs pty:admin on this server (its default network is \"none\")".into(),
             ));
         }
         let memory_bytes = r.memory.unwrap_or(d.memory_bytes);
@@ -177,12 +209,13 @@ impl SandboxSettings {
         if cpus > d.cpus && !admin {
             return Err(raising("cpus", d.cpus.to_string()));
         }
-        Ok(Limits {
+        let limits = Limits {
             network,
             memory_bytes,
             pids,
             cpus,
-        })
+        };
+        Ok((limits, egress))
     }
 
     /// Checks a workspace a caller names: an existing directory that holds neither the
@@ -264,7 +297,7 @@ mod tests {
     fn anyone_may_lower_a_default_and_only_an_admin_may_raise_one() {
         let s = settings();
         let lower = request(r#"{"memory": "256MiB", "pids": 32, "cpus": 0.5}"#);
-        let l = s.resolve(Some(&lower), false).unwrap();
+        let (l, _) = s.resolve(Some(&lower), false).unwrap();
         assert_eq!((l.memory_bytes, l.pids, l.cpus), (256 << 20, 32, 0.5));
         for raise in [
             r#"{"memory": "4GiB"}"#,

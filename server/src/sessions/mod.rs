@@ -257,10 +257,10 @@ impl Sessions {
             workspace: sandboxed
                 .as_ref()
                 .map(|s| s.workspace.display().to_string()),
-            sandbox: sandboxed
-                .as_ref()
-                .map(|s| serde_json::to_string(&s.limits))
-                .transpose()?,
+            sandbox: sandboxed.as_ref().map(|s| {
+                let egress = s.net.as_ref().map(|n| n.rules());
+                sandboxed::stored(&s.limits, egress.as_ref())
+            }),
             env: spec.env.clone(),
             backend: spec.host.backend().into(),
             class: spec.host.class().into(),
@@ -386,6 +386,7 @@ impl Sessions {
         );
         if let Some(s) = &handle.sandboxed {
             self.watch_memory(id, s, handle.commands.clone());
+            s.start_egress(id, self.inner.audit.clone());
         }
         self.inner.live.lock().unwrap().insert(id.into(), handle);
     }

@@ -2,21 +2,80 @@
 //! its PTY (or tmux) runs instead of the program. `sandbox` does the confining.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 use wire::control;
 
 use super::{Confined, SessionSpec, Sessions};
-use crate::sandbox::{self, Cgroup, Launch, Limits, Rlimits};
+use crate::audit::Audit;
+use crate::egress::{Egress, Rules};
+use crate::sandbox::net::NetAgent;
+use crate::sandbox::{self, Cgroup, Launch, Limits, Network, Rlimits};
+
+/// How long a new session's net agent may take to answer.
+const AGENT_START: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A running sandboxed session's confinement.
-#[derive(Debug)]
 pub struct Sandboxed {
     pub workspace: PathBuf,
     pub limits: Limits,
     /// `None` where no cgroup can be made here (the caps are then rlimits).
     pub cgroup: Option<Cgroup>,
+    /// A network namespace of its own: its agent and its way out.
+    pub net: Option<SessionNet>,
+}
+
+/// An own network namespace, seen from ptyhost: the agent that makes sockets in it, the
+/// allowlist, and the egress proxy once it serves.
+pub struct SessionNet {
+    pub agent: NetAgent,
+    rules: Mutex<Rules>,
+    egress: Mutex<Option<Egress>>,
+}
+
+impl SessionNet {
+    fn new(agent: NetAgent, rules: Rules) -> SessionNet {
+        SessionNet {
+            agent,
+            rules: Mutex::new(rules),
+            egress: Mutex::new(None),
+        }
+    }
+
+    pub fn rules(&self) -> Rules {
+        self.rules.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Changes the allowlist: new connections follow it at once; open ones it no longer
+    /// allows are cut.
+    pub fn set_rules(&self, rules: Rules) {
+        let egress = self.egress.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = egress.as_ref() {
+            e.set(rules.clone());
+        }
+        *self.rules.lock().unwrap_or_else(|e| e.into_inner()) = rules;
+    }
+}
+
+/// What the store keeps of a session's sandbox (`sessions.sandbox`): its limits and, with
+/// a namespace of its own, its allowlist.
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    #[serde(flatten)]
+    limits: Limits,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    egress: Option<Rules>,
+}
+
+/// The store's form of a sandbox.
+pub fn stored(limits: &Limits, egress: Option<&Rules>) -> String {
+    serde_json::to_string(&Stored {
+        limits: *limits,
+        egress: egress.cloned(),
+    })
+    .unwrap_or_default()
 }
 
 impl Sandboxed {
@@ -39,10 +98,18 @@ impl Sandboxed {
             Some(h) => Some(h.create(id, &confined.limits)?),
             None => None,
         };
+        let net = match confined.limits.network {
+            Network::None => Some(SessionNet::new(
+                NetAgent::at(net_socket(id, settings)?),
+                confined.egress.clone().unwrap_or_default(),
+            )),
+            Network::Host => None,
+        };
         Ok(Sandboxed {
             workspace,
             limits: confined.limits,
             cgroup,
+            net,
         })
     }
 
@@ -50,14 +117,47 @@ impl Sandboxed {
     pub fn adopted(
         id: &str,
         workspace: &Path,
-        limits: Limits,
+        (limits, egress): (Limits, Option<Rules>),
         settings: &sandbox::SandboxSettings,
     ) -> Sandboxed {
+        let net = (limits.network == Network::None)
+            .then(|| net_socket(id, settings).ok())
+            .flatten()
+            .map(|s| SessionNet::new(NetAgent::at(s), egress.unwrap_or_default()));
         Sandboxed {
             workspace: workspace.to_path_buf(),
             limits,
             cgroup: settings.cgroups.as_ref().and_then(|h| h.open(id)),
+            net,
         }
+    }
+
+    /// Serves the session's egress proxy once its net agent answers.
+    pub fn start_egress(self: &Arc<Self>, id: &str, audit: Audit) {
+        let Some(net) = &self.net else {
+            return;
+        };
+        let (me, agent, id) = (Arc::downgrade(self), net.agent.clone(), id.to_owned());
+        tokio::spawn(async move {
+            let listener = match agent.proxy_listener(AGENT_START).await.and_then(|fd| {
+                let l = std::net::TcpListener::from(fd);
+                l.set_nonblocking(true)?;
+                tokio::net::TcpListener::from_std(l)
+            }) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(session_id = %id, error = %e, "the session's egress proxy cannot start");
+                    return;
+                }
+            };
+            let Some(me) = me.upgrade() else {
+                return;
+            };
+            if let Some(net) = &me.net {
+                let mut egress = net.egress.lock().unwrap_or_else(|e| e.into_inner());
+                *egress = Some(Egress::start(listener, &id, net.rules(), audit));
+            }
+        });
     }
 
     /// What the PTY runs for `spec`: the helper, which confines `spec`'s program.
@@ -69,6 +169,7 @@ impl Sandboxed {
         );
         let mut launch = Launch::new(spec.argv.clone(), &self.workspace, &spec.env, &self.limits);
         launch.shell_rc = spec.shell_integration.then(|| super::SHELL_RC.to_owned());
+        launch.net_socket = self.net.as_ref().map(|n| n.agent.path().to_path_buf());
         match &self.cgroup {
             Some(c) => launch.cgroup_procs = c.procs_files(),
             None => {
@@ -96,8 +197,11 @@ impl Sandboxed {
         Some(self.cgroup.as_ref()?.usage())
     }
 
-    /// Removes the cgroup once the session's processes are gone.
+    /// Removes the cgroup and the agent's socket once the session's processes are gone.
     pub fn remove(self: &Arc<Self>) {
+        if let Some(net) = &self.net {
+            let _ = std::fs::remove_file(net.agent.path());
+        }
         if self.cgroup.is_some() {
             let me = self.clone();
             tokio::task::spawn_blocking(move || {
@@ -109,17 +213,46 @@ impl Sandboxed {
     }
 }
 
-/// The limits a stored session ran with (`None`: it was not sandboxed).
-pub fn stored_limits(row: &crate::store::SessionRow) -> Option<Limits> {
-    serde_json::from_str(row.sandbox.as_deref()?).ok()
+/// The limits and allowlist a stored session ran with (`None`: it was not sandboxed).
+pub fn stored_limits(row: &crate::store::SessionRow) -> Option<(Limits, Option<Rules>)> {
+    let s: Stored = serde_json::from_str(row.sandbox.as_deref()?).ok()?;
+    Some((s.limits, s.egress))
+}
+
+/// Where the net agent of session `id` answers: beside the data, outside every workspace.
+fn net_socket(id: &str, settings: &sandbox::SandboxSettings) -> Result<PathBuf> {
+    let dir = settings.data_dir.join("net");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    let path = dir.join(id);
+    // sockaddr_un holds 108 bytes with the terminating NUL.
+    anyhow::ensure!(
+        path.as_os_str().len() < 108,
+        "the data directory's path is too long for the session's net socket ({})",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// The session JSON's `network`: the namespace's mode, or the allowlist it has.
+fn network_view(limits: &Limits, egress: Option<&Rules>) -> control::Network {
+    match (limits.network, egress) {
+        (Network::None, Some(rules)) if !rules.0.is_empty() => control::Network::Allow {
+            allow: rules.0.iter().map(ToString::to_string).collect(),
+        },
+        (n, _) => control::Network::Mode(n.as_str().to_owned()),
+    }
 }
 
 /// The session JSON's `sandbox`: what a session runs in and what enforces each cap.
-pub fn info(limits: Option<&Limits>, settings: &sandbox::SandboxSettings) -> control::Sandbox {
-    match limits {
-        Some(l) => control::Sandbox {
+pub fn info(
+    stored: Option<&(Limits, Option<Rules>)>,
+    settings: &sandbox::SandboxSettings,
+) -> control::Sandbox {
+    match stored {
+        Some((l, egress)) => control::Sandbox {
             enabled: true,
-            network: l.network.as_str().to_owned(),
+            network: network_view(l, egress.as_ref()),
             memory_bytes: Some(l.memory_bytes),
             pids: Some(l.pids),
             cpus: Some(l.cpus),
@@ -127,7 +260,7 @@ pub fn info(limits: Option<&Limits>, settings: &sandbox::SandboxSettings) -> con
         },
         None => control::Sandbox {
             enabled: false,
-            network: sandbox::Network::Host.as_str().to_owned(),
+            network: control::Network::Mode(Network::Host.as_str().to_owned()),
             memory_bytes: None,
             pids: None,
             cpus: None,

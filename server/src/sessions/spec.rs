@@ -124,6 +124,8 @@ pub struct SpecRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Confined {
     pub limits: sandbox::Limits,
+    /// An own network namespace's egress allowlist (`None` on the host's network).
+    pub egress: Option<crate::egress::Rules>,
     /// The directory the caller named (`cwd`); `None`: a fresh one is made for the session.
     pub workspace: Option<PathBuf>,
 }
@@ -239,7 +241,7 @@ impl SpecRequest {
             sandbox::SandboxRefusal::Invalid(m) => SpecError::Invalid(m),
             sandbox::SandboxRefusal::Forbidden(m) => SpecError::Forbidden(m),
         };
-        let limits = s
+        let (limits, egress) = s
             .resolve(self.sandbox.as_ref(), self.admin)
             .map_err(refused)?;
         let workspace = match self.cwd.as_deref().filter(|c| !c.is_empty()) {
@@ -249,7 +251,11 @@ impl SpecRequest {
             ),
             None => None,
         };
-        Ok(Some(Confined { limits, workspace }))
+        Ok(Some(Confined {
+            limits,
+            egress,
+            workspace,
+        }))
     }
 }
 

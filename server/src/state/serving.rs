@@ -52,6 +52,7 @@ impl AppState {
             files: args.session.files.settings(),
             audit: agent.audit.clone(),
             revocations: Revocations::start(agent.store.clone(), agent.audit.clone()),
+            preview_tickets: crate::auth::Tickets::default(),
             shutdown,
             connections: TaskTracker::new(),
         }))

@@ -167,6 +167,16 @@ impl Sessions {
         Ok(())
     }
 
+    /// A sandboxed session's sandbox as it now is (its allowlist changed).
+    pub async fn set_sandbox(&self, id: &str, sandbox: &str) -> Result<()> {
+        sqlx::query("UPDATE sessions SET sandbox = $1 WHERE id = $2")
+            .bind(sandbox)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     pub async fn close(
         &self,
         id: &str,

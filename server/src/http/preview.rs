@@ -1,0 +1,308 @@
+//! Port previews: `B/sessions/{sid}/ports/{port}/…` reverse-proxies HTTP and WebSocket to
+//! `127.0.0.1:{port}` inside a session's own network namespace, through a socket its net
+//! agent made there.
+//!
+//! A caller shows a bearer token (`pty:observe` may read, `pty:control` may send other
+//! methods), or a browser the preview's cookie. A preview link carries its token in the
+//! fragment (`…/ports/8000/#token=…`): the page served without credentials trades it, in a
+//! POST, for a ticket in a cookie scoped to that preview's path, so the token never rides
+//! in a URL the server sees or logs.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{OriginalUri, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+
+use crate::audit::{self, Detail, Event};
+use crate::auth::{Principal, Scope};
+use crate::sessions::SessionId;
+use crate::state::{ApiError, AppState, auth_error, header_bearer};
+
+/// The path, under a preview, where a browser trades a link's token for a cookie.
+const SIGN_IN: &str = ".ptyhost-sign-in";
+/// How long a preview's cookie lasts.
+const TICKET_TTL: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, Deserialize)]
+pub struct PortPath {
+    sid: SessionId,
+    port: u16,
+    #[serde(default)]
+    path: String,
+}
+
+/// `…/ports/{port}` without the slash: the preview's pages resolve relative URLs against
+/// the slash, so send the browser there.
+pub async fn redirect(Path(p): Path<PortPath>) -> Response {
+    let location = format!("{}/", p.port);
+    (
+        StatusCode::PERMANENT_REDIRECT,
+        [(header::LOCATION, location)],
+    )
+        .into_response()
+}
+
+pub async fn proxy(
+    State(state): State<AppState>,
+    Path(p): Path<PortPath>,
+    OriginalUri(original): OriginalUri,
+    req: Request,
+) -> Response {
+    // The path as the client sent it: the cookie's scope and the sign-in page name it.
+    let path = original.path();
+    let marker = format!("/ports/{}", p.port);
+    let prefix = match path.find(&marker) {
+        Some(i) => path[..i + marker.len()].to_owned(),
+        None => path.trim_end_matches('/').to_owned(),
+    };
+    match serve(&state, &p, &prefix, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn cookie_name(port: u16) -> String {
+    format!("ptyhost_preview_{port}")
+}
+
+/// The preview's ticket from the request's cookies.
+fn ticket(headers: &HeaderMap, port: u16) -> Option<String> {
+    let name = cookie_name(port);
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
+}
+
+/// Who is asking: the bearer's principal, or the one the preview's cookie stands for.
+async fn caller(
+    state: &AppState,
+    p: &PortPath,
+    headers: &HeaderMap,
+) -> Option<Result<(Principal, String), ApiError>> {
+    let token = match header_bearer(headers) {
+        Some(t) => t.to_owned(),
+        None => state.preview_tickets.token(&ticket(headers, p.port)?)?,
+    };
+    Some(
+        crate::state::authenticate(state, headers, Some(&token))
+            .await
+            .map(|who| (who, token))
+            .map_err(auth_error),
+    )
+}
+
+async fn serve(
+    state: &AppState,
+    p: &PortPath,
+    prefix: &str,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let not_found = || ApiError::not_found(format!("no session {}", p.sid));
+    let Some(who) = caller(state, p, req.headers()).await else {
+        return Ok(sign_in_page(prefix));
+    };
+    let (who, token) = who?;
+    if !who.sees_session(&p.sid) {
+        return Err(not_found());
+    }
+    if p.path == SIGN_IN && req.method() == Method::POST {
+        let ticket = state.preview_tickets.issue(&token, TICKET_TTL);
+        let cookie = format!(
+            "{}={ticket}; Path={prefix}/; Max-Age={}; HttpOnly; SameSite=Strict",
+            cookie_name(p.port),
+            TICKET_TTL.as_secs()
+        );
+        return Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response());
+    }
+    let reads = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let needed = if reads {
+        Scope::Observe
+    } else {
+        Scope::Control
+    };
+    crate::state::require(&who, needed)?;
+    let handle = state.sessions.live(&p.sid).ok_or_else(not_found)?;
+    let agent = (handle.sandboxed())
+        .and_then(|s| s.net.as_ref())
+        .map(|n| n.agent.clone())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "failed_precondition",
+                format!("session {} has no network of its own to preview (its sandbox network is \"host\", or it is not sandboxed)", p.sid),
+            )
+        })?;
+    let (method, path) = (req.method().to_string(), format!("/{}", p.path));
+    let answer = forward(&agent, p.port, req).await;
+    let status = answer
+        .as_ref()
+        .map_or(StatusCode::BAD_GATEWAY, |r| r.status());
+    state.audit.record(
+        audit::Record::new(Event::PortPreview, &p.sid)
+            .by(&who.token_id)
+            .detail(Detail::Preview {
+                port: p.port,
+                method,
+                path,
+                status: status.as_u16(),
+            }),
+    );
+    answer.or_else(|why| {
+        Ok((
+            StatusCode::BAD_GATEWAY,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!(
+                "ptyhost: nothing answers on port {} inside session {}: {why}\n",
+                p.port, p.sid
+            ),
+        )
+            .into_response())
+    })
+}
+
+/// Sends `req` to the port inside the session and streams the answer back; a WebSocket
+/// upgrade becomes a tunnel between the two upgraded connections.
+async fn forward(
+    agent: &crate::sandbox::net::NetAgent,
+    port: u16,
+    mut req: Request,
+) -> Result<Response, String> {
+    let socket = agent.socket().await.map_err(|e| e.to_string())?;
+    let stream = socket
+        .connect(([127, 0, 0, 1], port).into())
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn.with_upgrades());
+    let upgrading = req.headers().contains_key(header::UPGRADE);
+    let downstream = upgrading.then(|| hyper::upgrade::on(&mut req));
+    let (mut parts, body) = req.into_parts();
+    let origin = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str())
+        .to_owned();
+    parts.uri = inner_uri(&origin, port)
+        .parse()
+        .map_err(|e: axum::http::uri::InvalidUri| e.to_string())?;
+    parts.headers.remove(header::AUTHORIZATION);
+    strip_cookie(&mut parts.headers, port);
+    parts.headers.insert(
+        header::HOST,
+        HeaderValue::from_str(&format!("localhost:{port}")).map_err(|e| e.to_string())?,
+    );
+    let mut answer = sender
+        .send_request(axum::http::Request::from_parts(parts, body))
+        .await
+        .map_err(|e| e.to_string())?;
+    if answer.status() == StatusCode::SWITCHING_PROTOCOLS
+        && let Some(downstream) = downstream
+    {
+        let upstream = hyper::upgrade::on(&mut answer);
+        tokio::spawn(async move {
+            if let (Ok(down), Ok(up)) = (downstream.await, upstream.await) {
+                let _ =
+                    tokio::io::copy_bidirectional(&mut TokioIo::new(down), &mut TokioIo::new(up))
+                        .await;
+            }
+        });
+    }
+    Ok(answer.map(Body::new))
+}
+
+/// The request's path under the preview, as the server inside sees it.
+fn inner_uri(outer: &str, port: u16) -> String {
+    // `outer` is the whole path; the router matched `…/ports/{port}/`, so what follows it
+    // is the inner path.
+    let marker = format!("/ports/{port}/");
+    match outer.find(&marker) {
+        Some(i) => format!("/{}", &outer[i + marker.len()..]),
+        None => "/".to_owned(),
+    }
+}
+
+/// Drops the preview's own cookie, which the server inside has no business with.
+fn strip_cookie(headers: &mut HeaderMap, port: u16) {
+    let name = cookie_name(port);
+    let kept: Vec<String> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .map(str::trim)
+        .filter(|pair| !pair.starts_with(&format!("{name}=")) && !pair.is_empty())
+        .map(str::to_owned)
+        .collect();
+    headers.remove(header::COOKIE);
+    if !kept.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&kept.join("; "))
+    {
+        headers.insert(header::COOKIE, v);
+    }
+}
+
+/// What a browser gets without credentials: a page that trades the link's `#token=` for
+/// the preview's cookie, then reloads.
+fn sign_in_page(prefix: &str) -> Response {
+    let sign_in = serde_json::to_string(&format!("{prefix}/{SIGN_IN}")).unwrap_or_default();
+    let page = format!(
+        r#"<!doctype html><meta charset="utf-8"><title>ptyhost preview</title>
+<p id="why">This preview needs a token: open it with a link that carries one (#token=…).</p>
+<script>
+const token = new URLSearchParams(location.hash.slice(1)).get("token");
+if (token) {{
+  fetch({sign_in}, {{ method: "POST", headers: {{ Authorization: "Bearer " + token }}, credentials: "same-origin" }})
+    .then(r => r.ok ? location.replace(location.pathname + location.search)
+                    : document.getElementById("why").textContent = "This preview link was refused (" + r.status + ").");
+}}
+</script>
+"#
+    );
+    (
+        StatusCode::UNAUTHORIZED,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        page,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_inner_path_is_what_follows_the_port() {
+        assert_eq!(
+            inner_uri("/agents/local/sessions/s/ports/8000/a/b?x=1", 8000),
+            "/a/b?x=1"
+        );
+        assert_eq!(inner_uri("/sessions/s/ports/8000/", 8000), "/");
+    }
+
+    #[test]
+    fn only_the_previews_own_cookie_is_dropped() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; ptyhost_preview_8000=t; b=2"),
+        );
+        strip_cookie(&mut h, 8000);
+        assert_eq!(h[header::COOKIE], "a=1; b=2");
+        assert_eq!(ticket(&HeaderMap::new(), 8000), None);
+    }
+}

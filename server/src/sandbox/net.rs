@@ -1,0 +1,208 @@
+//! A sandboxed session's network namespace, reached from outside it.
+//!
+//! ptyhost is multithreaded, so it cannot enter a namespace its helper made (`setns` into a
+//! user namespace wants a single thread). The helper, after making the user and network
+//! namespaces and before anything else, forks the **net agent**: a single-threaded process
+//! inside the session's network namespace but in the host's mount and PID namespaces,
+//! where the session cannot see or signal it. The agent
+//!
+//! - binds the egress proxy's listener on `127.0.0.1:PROXY_PORT` inside the namespace
+//!   before the program starts, so the program's first connection queues there;
+//! - answers on a Unix socket in the data directory (outside every workspace) with
+//!   descriptors passed over `SCM_RIGHTS`: that listener, or a fresh TCP socket made in the
+//!   namespace, which ptyhost then connects to a port inside (port previews).
+//!
+//! A socket keeps the network namespace it was made in, so ptyhost's own tasks use these
+//! descriptors like any other. The agent dies with the helper (`PR_SET_PDEATHSIG`).
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+
+/// The egress proxy's port on the session's loopback.
+pub const PROXY_PORT: u16 = 3128;
+
+/// What ptyhost asks the agent for, one byte each.
+const LISTENER: u8 = b'L';
+const SOCKET_V4: u8 = b'4';
+
+/// The agent: serves descriptors until the helper (and with it the session) ends. Writes
+/// one byte to `ready` once the proxy listener is bound.
+pub fn agent_main(socket: &Path, ready: std::io::PipeWriter) -> ! {
+    match agent(socket, ready) {
+        Ok(never) => match never {},
+        Err(e) => {
+            eprintln!("ptyhost sandbox: the net agent failed: {e}");
+            std::process::exit(1)
+        }
+    }
+}
+
+enum Never {}
+
+fn agent(socket: &Path, mut ready: std::io::PipeWriter) -> io::Result<Never> {
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+    crate::sys::loopback_up()?;
+    let proxy = std::net::TcpListener::bind(("127.0.0.1", PROXY_PORT))?;
+    let _ = std::fs::remove_file(socket);
+    let requests = UnixListener::bind(socket)?;
+    std::fs::set_permissions(socket, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    ready.write_all(&[1])?;
+    drop(ready);
+    loop {
+        let (mut conn, _) = requests.accept()?;
+        let mut op = [0u8];
+        while conn.read_exact(&mut op).is_ok() {
+            let fd: OwnedFd = match op[0] {
+                LISTENER => proxy.try_clone()?.into(),
+                SOCKET_V4 => {
+                    socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?.into()
+                }
+                _ => break,
+            };
+            if send_fd(&conn, &fd).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+fn send_fd(conn: &UnixStream, fd: &OwnedFd) -> io::Result<()> {
+    let fds = [fd.as_fd()];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    control.push(SendAncillaryMessage::ScmRights(&fds));
+    rustix::net::sendmsg(
+        conn,
+        &[io::IoSlice::new(&[1])],
+        &mut control,
+        SendFlags::empty(),
+    )?;
+    Ok(())
+}
+
+/// ptyhost's side: asks a session's agent for descriptors.
+#[derive(Debug, Clone)]
+pub struct NetAgent {
+    socket: PathBuf,
+}
+
+impl NetAgent {
+    /// The agent of the session whose helper was launched with `socket`.
+    pub fn at(socket: PathBuf) -> NetAgent {
+        NetAgent { socket }
+    }
+
+    /// Where the agent answers.
+    pub fn path(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The egress proxy's listener, bound inside the session's namespace. The agent may
+    /// still be starting: this waits up to `wait` for it.
+    pub async fn proxy_listener(&self, wait: std::time::Duration) -> io::Result<OwnedFd> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match self.ask(LISTENER).await {
+                Ok(fd) => return Ok(fd),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    /// A TCP socket made inside the session's namespace, not yet connected.
+    pub async fn socket(&self) -> io::Result<tokio::net::TcpSocket> {
+        let fd = self.ask(SOCKET_V4).await?;
+        let std = std::net::TcpStream::from(fd);
+        std.set_nonblocking(true)?;
+        Ok(tokio::net::TcpSocket::from_std_stream(std))
+    }
+
+    /// The TCP ports something listens on inside the session's namespace, from the
+    /// agent's own `/proc/PID/net/tcp` (the agent shares the namespace), without the
+    /// egress proxy's.
+    pub async fn listening_ports(&self) -> io::Result<Vec<u16>> {
+        let socket = self.socket.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = UnixStream::connect(&socket)?;
+            let pid = rustix::net::sockopt::socket_peercred(&conn)?.pid;
+            let mut ports = Vec::new();
+            for table in ["tcp", "tcp6"] {
+                let text =
+                    std::fs::read_to_string(format!("/proc/{}/net/{table}", pid.as_raw_nonzero()))
+                        .unwrap_or_default();
+                ports.extend(listening(&text));
+            }
+            ports.retain(|&p| p != PROXY_PORT);
+            ports.sort_unstable();
+            ports.dedup();
+            Ok(ports)
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+
+    async fn ask(&self, op: u8) -> io::Result<OwnedFd> {
+        let socket = self.socket.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = UnixStream::connect(&socket)?;
+            conn.write_all(&[op])?;
+            receive_fd(&conn)
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+}
+
+fn receive_fd(conn: &UnixStream) -> io::Result<OwnedFd> {
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8];
+    rustix::net::recvmsg(
+        conn,
+        &mut [io::IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(mut fds) = message
+            && let Some(fd) = fds.next()
+        {
+            return Ok(fd);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the session's net agent sent no descriptor",
+    ))
+}
+
+/// The local ports in state LISTEN (0A) of a `/proc/net/tcp` table.
+fn listening(table: &str) -> impl Iterator<Item = u16> + '_ {
+    table.lines().skip(1).filter_map(|line| {
+        let mut fields = line.split_whitespace();
+        let local = fields.nth(1)?;
+        let state = fields.nth(1)?;
+        (state == "0A")
+            .then(|| u16::from_str_radix(local.rsplit(':').next()?, 16).ok())
+            .flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_listening_sockets_are_ports() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0000000000000000 100 0 0 10 0\n   1: 0100007F:C350 0100007F:1F40 01 00000000:00000000 00:00000000 00000000  1000        0 2 1 0000000000000000 20 4 30 10 -1\n";
+        assert_eq!(listening(table).collect::<Vec<_>>(), [8000]);
+    }
+}
