@@ -19,10 +19,10 @@ pub async fn run(args: FilesArgs) -> Result<()> {
         | FilesOp::Ls { session, path, .. }
         | FilesOp::Rm { session, path } => (session, path),
     };
-    let url = file_url(&args.url, session, path)?;
+    let url = file_url(&args.server.url, session, path)?;
     let request = |method| {
         let r = http.request(method, url.clone());
-        match &args.token {
+        match &args.server.token {
             Some(t) => r.bearer_auth(t),
             None => r,
         }

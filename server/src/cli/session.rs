@@ -1,36 +1,89 @@
 //! `ptyhost session export SID [--out FILE]`: a session from the store, as an asciicast v2
-//! recording, without a running server.
+//! recording, without a running server. `session net` and `session ports`: a running
+//! session's network, over a running server.
 
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use crate::config::{SessionCommand, SessionCommandArgs};
+use wire::control;
+
+use crate::config::{ServerArgs, SessionCommand, SessionCommandArgs, StoreArgs};
 
 pub async fn run(args: SessionCommandArgs) -> Result<()> {
-    let store = super::open_store(&args.store).await?;
     match args.command {
-        SessionCommand::Export { session, out } => {
-            let row = store
-                .sessions()
-                .get(&session)
-                .await?
-                .with_context(|| format!("no session {session}"))?;
-            let mut sink: Box<dyn tokio::io::AsyncWrite + Unpin> = match &out {
-                Some(file) => Box::new(
-                    tokio::fs::File::create(file)
-                        .await
-                        .with_context(|| format!("creating {}", file.display()))?,
-                ),
-                None => Box::new(tokio::io::stdout()),
+        SessionCommand::Net {
+            session,
+            allow,
+            server,
+        } => {
+            let network = match allow.is_empty() {
+                true => control::Network::Mode("none".into()),
+                false => control::Network::Allow { allow },
             };
-            let mut cast = std::pin::pin!(crate::recording::cast(store.clone(), row));
-            while let Some(chunk) = cast.next().await {
-                sink.write_all(&chunk?).await?;
+            let update = control::UpdateSession {
+                sandbox: control::SandboxUpdate { network },
+            };
+            let url = session_url(&server, &session)?;
+            let resp = call(&server, reqwest::Client::new().patch(url).json(&update)).await?;
+            let shown: control::Session = resp.json().await?;
+            if let Some(sandbox) = shown.sandbox {
+                println!("{}", serde_json::to_string(&sandbox.network)?);
             }
-            sink.flush().await?;
         }
+        SessionCommand::Ports { session, server } => {
+            let url = session_url(&server, &session)?;
+            let resp = call(&server, reqwest::Client::new().get(url.clone())).await?;
+            let shown: control::Session = resp.json().await?;
+            for port in shown.ports.unwrap_or_default() {
+                println!("{port}\t{url}/ports/{port}/");
+            }
+        }
+        SessionCommand::Export { session, out } => export(&args.store, session, out).await?,
     }
+    Ok(())
+}
+
+/// `B/sessions/{session}` under the server's base.
+fn session_url(server: &ServerArgs, session: &str) -> Result<reqwest::Url> {
+    let url = format!("{}/sessions/{session}", server.url.trim_end_matches('/'));
+    reqwest::Url::parse(&url).with_context(|| format!("bad --url {}", server.url))
+}
+
+async fn call(server: &ServerArgs, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+    let req = match &server.token {
+        Some(t) => req.bearer_auth(t),
+        None => req,
+    };
+    let resp = req.send().await?;
+    if resp.status().is_success() {
+        return Ok(resp);
+    }
+    let status = resp.status().as_u16();
+    let refusal: control::ErrorBody = resp.json().await?;
+    anyhow::bail!("{status} {}: {}", refusal.error.code, refusal.error.message)
+}
+
+async fn export(store: &StoreArgs, session: String, out: Option<std::path::PathBuf>) -> Result<()> {
+    let store = super::open_store(store).await?;
+    let row = store
+        .sessions()
+        .get(&session)
+        .await?
+        .with_context(|| format!("no session {session}"))?;
+    let mut sink: Box<dyn tokio::io::AsyncWrite + Unpin> = match &out {
+        Some(file) => Box::new(
+            tokio::fs::File::create(file)
+                .await
+                .with_context(|| format!("creating {}", file.display()))?,
+        ),
+        None => Box::new(tokio::io::stdout()),
+    };
+    let mut cast = std::pin::pin!(crate::recording::cast(store.clone(), row));
+    while let Some(chunk) = cast.next().await {
+        sink.write_all(&chunk?).await?;
+    }
+    sink.flush().await?;
     store.close().await;
     Ok(())
 }

@@ -25,10 +25,28 @@ pub enum SessionCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Set running session SID's egress allowlist on a running server: each --allow
+    /// RULE (host:port, *.domain:port, IP:port or CIDR:port; the port may be *), or
+    /// none to allow nothing. Widening it needs pty:admin.
+    Net {
+        session: String,
+        #[arg(long = "allow", value_name = "RULE")]
+        allow: Vec<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List the ports something listens on inside running session SID, with their
+    /// preview URLs.
+    Ports {
+        session: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
 }
 
+/// A running server and the token to call it with.
 #[derive(Debug, Clone, Args)]
-pub struct FilesArgs {
+pub struct ServerArgs {
     /// The server (its base: the root, or `/agents/{instance_id}`).
     #[arg(
         long,
@@ -40,6 +58,12 @@ pub struct FilesArgs {
     /// Bearer token.
     #[arg(long, env = "PTYHOST_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct FilesArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
     #[command(subcommand)]
     pub op: FilesOp,
 }
