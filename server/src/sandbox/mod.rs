@@ -194,16 +194,24 @@ pub fn on_spawner_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'stat
         .map_err(|_| anyhow::anyhow!("the sandbox spawner dropped a spawn"))
 }
 
-/// The host pid of the program a helper (`helper`) runs: the child of its init.
+/// The host pid of the program a helper (`helper`) runs: the child of its init, which is
+/// the helper's child in the session's PID namespace (its net agent is in the host's).
 pub fn program_pid(helper: u32) -> Option<u32> {
-    let init = child_of(helper)?;
-    child_of(init)
+    let pid_ns = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
+    let host = pid_ns(helper)?;
+    let init = children_of(helper)
+        .into_iter()
+        .find(|&c| pid_ns(c).is_some_and(|ns| ns != host))?;
+    children_of(init).first().copied()
 }
 
-/// The oldest child of `parent` (from /proc; field 4 of stat is the parent's pid).
-fn child_of(parent: u32) -> Option<u32> {
-    let mut children: Vec<u32> = std::fs::read_dir("/proc")
-        .ok()?
+/// The children of `parent`, oldest first (from /proc; field 4 of stat is the parent's
+/// pid).
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(proc) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: Vec<u32> = proc
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
@@ -215,7 +223,7 @@ fn child_of(parent: u32) -> Option<u32> {
         })
         .collect();
     children.sort_unstable();
-    children.first().copied()
+    children
 }
 
 /// What the start-up probe found the kernel enforces.
