@@ -78,6 +78,7 @@ pub fn TerminalPage() -> impl IntoView {
                 }}
             </ul>
             <crate::tasks::TaskList sid=Signal::derive(sid) />
+            <Ports sid=Signal::derive(sid) />
             <Show when=move || auth.me.get().is_some_and(|m| m.file_downloads)>
                 <crate::files::FilesPanel files=files can_upload=Signal::derive(is_controller) />
             </Show>
@@ -131,6 +132,63 @@ pub fn TerminalPage() -> impl IntoView {
                 {side}
             </div>
         </section>
+    }
+}
+
+/// How often the listening ports are read again.
+#[cfg(feature = "hydrate")]
+const PORTS_MS: u32 = 3000;
+
+/// The ports something listens on inside the session's own network, each a link to its
+/// preview. The link carries the token in its fragment, which the preview's page trades
+/// for a cookie scoped to that port; no URL the server sees holds it.
+#[component]
+fn Ports(sid: Signal<String>) -> impl IntoView {
+    let auth = expect_context::<Auth>();
+    let ports = RwSignal::new(None::<(String, Vec<u16>)>);
+    #[cfg(feature = "hydrate")]
+    {
+        let load = move || {
+            let Some(token) = auth.token.get_untracked() else {
+                return;
+            };
+            leptos::task::spawn_local(async move {
+                let path = format!("/sessions/{}", sid.get_untracked());
+                if let Ok(s) = crate::api::get::<crate::api::Session>(&path, &token).await {
+                    ports.try_set(s.ports.map(|p| (s.instance_id, p)));
+                }
+            });
+        };
+        crate::api::poll(auth, PORTS_MS, load);
+    }
+    let link = move |instance: &str, port: u16| {
+        let token = auth.token.get().unwrap_or_default();
+        format!("/agents/{instance}/sessions/{}/ports/{port}/#token={token}", sid.get())
+    };
+    view! {
+        <Show when=move || ports.with(Option::is_some)>
+            <section class="ports" aria-labelledby="ports-title">
+                <h2 id="ports-title">"Ports"</h2>
+                {move || {
+                    let (instance, list) = ports.get().unwrap_or_default();
+                    if list.is_empty() {
+                        view! { <p class="empty">"Nothing listens inside the session yet."</p> }.into_any()
+                    } else {
+                        view! {
+                            <ul aria-label="Listening ports">
+                                {list.into_iter().map(|port| view! {
+                                    <li>
+                                        <a href=link(&instance, port) target="_blank" rel="noopener noreferrer">
+                                            {format!("Open port {port}")}
+                                        </a>
+                                    </li>
+                                }).collect_view()}
+                            </ul>
+                        }.into_any()
+                    }
+                }}
+            </section>
+        </Show>
     }
 }
 
