@@ -163,7 +163,10 @@ fn Ports(sid: Signal<String>) -> impl IntoView {
     }
     let link = move |instance: &str, port: u16| {
         let token = auth.token.get().unwrap_or_default();
-        format!("/agents/{instance}/sessions/{}/ports/{port}/#token={token}", sid.get())
+        format!(
+            "/agents/{instance}/sessions/{}/ports/{port}/#token={token}",
+            sid.get()
+        )
     };
     view! {
         <Show when=move || ports.with(Option::is_some)>
