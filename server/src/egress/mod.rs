@@ -307,7 +307,6 @@ async fn tunnel(
     early: Vec<u8>,
     cut: &CancellationToken,
 ) -> (u64, u64, bool) {
-    let (mut sent, mut received) = (0u64, 0u64);
     let opened = async {
         match &forward {
             Some(head) => upstream.write_all(head).await?,
@@ -322,41 +321,65 @@ async fn tunnel(
     if opened.await.is_err() {
         return (0, 0, false);
     }
-    sent += early.len() as u64;
-    let (mut cr, mut cw) = client.split();
-    let (mut ur, mut uw) = upstream.split();
-    let (mut up_buf, mut down_buf) = (vec![0u8; 32 * 1024], vec![0u8; 32 * 1024]);
-    let (mut client_open, mut upstream_open) = (true, true);
-    while client_open || upstream_open {
-        tokio::select! {
-            _ = cut.cancelled() => return (sent, received, true),
-            r = cr.read(&mut up_buf), if client_open => match r {
-                Ok(0) | Err(_) => {
-                    client_open = false;
-                    let _ = uw.shutdown().await;
-                }
-                Ok(n) => {
-                    if uw.write_all(&up_buf[..n]).await.is_err() {
-                        break;
-                    }
-                    sent += n as u64;
-                }
-            },
-            r = ur.read(&mut down_buf), if upstream_open => match r {
-                Ok(0) | Err(_) => {
-                    upstream_open = false;
-                    let _ = cw.shutdown().await;
-                }
-                Ok(n) => {
-                    if cw.write_all(&down_buf[..n]).await.is_err() {
-                        break;
-                    }
-                    received += n as u64;
-                }
-            },
-        }
+    let mut client = Counted::new(client, early.len() as u64);
+    let mut upstream = Counted::new(upstream, 0);
+    let was_cut = tokio::select! {
+        _ = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, RELAY_BUFFER, RELAY_BUFFER) => false,
+        _ = cut.cancelled() => true,
+    };
+    (client.read, upstream.read, was_cut)
+}
+
+/// Each direction's buffer: large enough that a fast download is not paced by it.
+const RELAY_BUFFER: usize = 256 * 1024;
+
+/// A stream that counts the bytes read from it.
+struct Counted {
+    inner: TcpStream,
+    read: u64,
+}
+
+impl Counted {
+    fn new(inner: TcpStream, read: u64) -> Counted {
+        Counted { inner, read }
     }
-    (sent, received, false)
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        self.read += (buf.filled().len() - before) as u64;
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 #[cfg(test)]
