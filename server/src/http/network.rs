@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use wire::control;
 
-use super::sessions::{SessionPath, body, view_json, visible};
+use super::sessions::{SessionPath, body, view_json, visible, with_ports};
 use crate::audit;
 use crate::auth::{Principal, Scope};
 use crate::egress::{Rule, Rules};
@@ -75,18 +75,4 @@ pub async fn update(
     );
     let view = visible(&state, &who, &sid).await?;
     Ok(Json(with_ports(&state, view_json(&state, &view)).await))
-}
-
-/// The session JSON with the ports listening inside its own network namespace, while it
-/// runs and has one.
-pub async fn with_ports(state: &AppState, mut session: control::Session) -> control::Session {
-    let sid = crate::sessions::SessionId::from(&session.session_id);
-    let net = state.sessions.live(&sid).and_then(|h| {
-        let s = h.sandboxed()?;
-        Some(s.net.as_ref()?.agent.clone())
-    });
-    if let Some(agent) = net {
-        session.ports = agent.listening_ports().await.ok();
-    }
-    session
 }

@@ -178,9 +178,7 @@ pub async fn show(
     Path(SessionPath { sid }): Path<SessionPath>,
 ) -> Result<Json<control::Session>, ApiError> {
     let v = visible(&state, &who, &sid).await?;
-    Ok(Json(
-        super::network::with_ports(&state, view_json(&state, &v)).await,
-    ))
+    Ok(Json(with_ports(&state, view_json(&state, &v)).await))
 }
 
 /// Ends a running session (SIGHUP to its process group, SIGKILL after a grace period)
@@ -339,4 +337,21 @@ pub async fn audit_log(
         })
         .collect();
     Ok(Json(control::AuditRecords { records }))
+}
+
+/// The session JSON with the ports listening inside its own network namespace, while it
+/// runs and has one.
+pub(super) async fn with_ports(
+    state: &AppState,
+    mut session: control::Session,
+) -> control::Session {
+    let sid = crate::sessions::SessionId::from(&session.session_id);
+    let net = state.sessions.live(&sid).and_then(|h| {
+        let s = h.sandboxed()?;
+        Some(s.net.as_ref()?.agent.clone())
+    });
+    if let Some(agent) = net {
+        session.ports = agent.listening_ports().await.ok();
+    }
+    session
 }
