@@ -185,6 +185,11 @@ impl Shared {
                 addr,
                 cut: cut.clone(),
             });
+        // A change between the check above and this registration found no connection to
+        // cut: check the rules it left.
+        if !self.rules.borrow().allows(&target.host, addr) {
+            cut.cancel();
+        }
         let (sent, received, was_cut) = tunnel(client, upstream, target.forward, rest, &cut).await;
         self.open
             .lock()
