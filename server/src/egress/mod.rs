@@ -112,68 +112,14 @@ struct Target {
 impl Shared {
     async fn serve(self: Arc<Self>, mut client: TcpStream, cut: CancellationToken) {
         let _ = client.set_nodelay(true);
-        let (target, rest) = match read_request(&mut client).await {
-            Ok(t) => t,
-            Err(why) => {
-                let _ = answer(&mut client, "400 Bad Request", &why).await;
+        let (target, rest, upstream, addr) = match self.open_upstream(&mut client).await {
+            Ok(opened) => opened,
+            Err((status, why)) => {
+                let _ = answer(&mut client, status, &why).await;
                 return;
             }
         };
         let label = format!("{}:{}", target.host, target.port);
-        let rules = self.rules.borrow().clone();
-        let addrs: Vec<SocketAddr> = match target.host.parse::<std::net::IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, target.port)],
-            Err(_) => match tokio::net::lookup_host((target.host.as_str(), target.port)).await {
-                Ok(a) => a.collect(),
-                Err(e) => {
-                    let _ = answer(
-                        &mut client,
-                        "502 Bad Gateway",
-                        &format!("ptyhost: {label} does not resolve: {e}\n"),
-                    )
-                    .await;
-                    return;
-                }
-            },
-        };
-        let Some(addr) = addrs
-            .iter()
-            .copied()
-            .find(|a| rules.allows(&target.host, *a))
-        else {
-            self.record(
-                Event::EgressDenied,
-                Detail::EgressDenied {
-                    target: label.clone(),
-                    rules: rules.0.iter().map(ToString::to_string).collect(),
-                },
-            );
-            let why =
-                format!("ptyhost: {label} is not in this session's egress allowlist ({rules})\n");
-            let _ = answer(&mut client, "403 Forbidden", &why).await;
-            return;
-        };
-        let upstream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                let _ = answer(
-                    &mut client,
-                    "502 Bad Gateway",
-                    &format!("ptyhost: {label} ({addr}) refused: {e}\n"),
-                )
-                .await;
-                return;
-            }
-            Err(_) => {
-                let _ = answer(
-                    &mut client,
-                    "504 Gateway Timeout",
-                    &format!("ptyhost: {label} ({addr}) did not answer\n"),
-                )
-                .await;
-                return;
-            }
-        };
         let _ = upstream.set_nodelay(true);
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.open
@@ -185,8 +131,8 @@ impl Shared {
                 addr,
                 cut: cut.clone(),
             });
-        // A change between the check above and this registration found no connection to
-        // cut: check the rules it left.
+        // A change between `open_upstream`'s check and this registration found no
+        // connection to cut: check the rules it left.
         if !self.rules.borrow().allows(&target.host, addr) {
             cut.cancel();
         }
@@ -205,6 +151,57 @@ impl Shared {
                 cut: was_cut,
             },
         );
+    }
+
+    /// Reads the client's request and connects where it asks, if the rules allow it:
+    /// the target, what the client sent after its head, the connection and its address;
+    /// else the status and body to answer with.
+    async fn open_upstream(
+        &self,
+        client: &mut TcpStream,
+    ) -> Result<(Target, Vec<u8>, TcpStream, SocketAddr), (&'static str, String)> {
+        let (target, rest) = read_request(client)
+            .await
+            .map_err(|why| ("400 Bad Request", why))?;
+        let label = format!("{}:{}", target.host, target.port);
+        let rules = self.rules.borrow().clone();
+        let addrs: Vec<SocketAddr> = match target.host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, target.port)],
+            Err(_) => tokio::net::lookup_host((target.host.as_str(), target.port))
+                .await
+                .map_err(|e| {
+                    let why = format!("ptyhost: {label} does not resolve: {e}\n");
+                    ("502 Bad Gateway", why)
+                })?
+                .collect(),
+        };
+        let Some(addr) = addrs
+            .iter()
+            .copied()
+            .find(|a| rules.allows(&target.host, *a))
+        else {
+            self.record(
+                Event::EgressDenied,
+                Detail::EgressDenied {
+                    target: label.clone(),
+                    rules: rules.texts(),
+                },
+            );
+            let why =
+                format!("ptyhost: {label} is not in this session's egress allowlist ({rules})\n");
+            return Err(("403 Forbidden", why));
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(upstream)) => Ok((target, rest, upstream, addr)),
+            Ok(Err(e)) => Err((
+                "502 Bad Gateway",
+                format!("ptyhost: {label} ({addr}) refused: {e}\n"),
+            )),
+            Err(_) => Err((
+                "504 Gateway Timeout",
+                format!("ptyhost: {label} ({addr}) did not answer\n"),
+            )),
+        }
     }
 
     fn record(&self, event: Event, detail: Detail) {

@@ -156,6 +156,11 @@ impl Rules {
         by_address || by_name()
     }
 
+    /// Each rule as it is written.
+    pub fn texts(&self) -> Vec<String> {
+        self.0.iter().map(ToString::to_string).collect()
+    }
+
     /// Whether `self` allows nothing that `wider` does not (each rule lies within one of
     /// `wider`'s): what a caller who may only narrow may set.
     pub fn within(&self, wider: &Rules) -> bool {

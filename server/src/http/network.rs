@@ -69,8 +69,8 @@ pub async fn update(
         audit::Record::new(audit::Event::EgressChanged, &sid)
             .by(&who.token_id)
             .detail(audit::Detail::EgressChanged {
-                from: before.0.iter().map(ToString::to_string).collect(),
-                to: rules.0.iter().map(ToString::to_string).collect(),
+                from: before.texts(),
+                to: rules.texts(),
             }),
     );
     let view = visible(&state, &who, &sid).await?;

@@ -69,15 +69,22 @@ fn cookie_name(port: u16) -> String {
     format!("ptyhost_preview_{port}")
 }
 
-/// The preview's ticket from the request's cookies.
-fn ticket(headers: &HeaderMap, port: u16) -> Option<String> {
-    let name = cookie_name(port);
+/// Every `name=value` pair of a request's cookies.
+fn cookies(headers: &HeaderMap) -> impl Iterator<Item = &str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty())
+}
+
+/// The preview's ticket from the request's cookies.
+fn ticket(headers: &HeaderMap, port: u16) -> Option<String> {
+    let name = cookie_name(port);
+    cookies(headers)
+        .filter_map(|pair| pair.split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_owned())
 }
@@ -235,14 +242,9 @@ fn inner_uri(outer: &str, port: u16) -> String {
 
 /// Drops the preview's own cookie, which the server inside has no business with.
 fn strip_cookie(headers: &mut HeaderMap, port: u16) {
-    let name = cookie_name(port);
-    let kept: Vec<String> = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|pair| !pair.starts_with(&format!("{name}=")) && !pair.is_empty())
+    let ours = format!("{}=", cookie_name(port));
+    let kept: Vec<String> = cookies(headers)
+        .filter(|pair| !pair.starts_with(&ours))
         .map(str::to_owned)
         .collect();
     headers.remove(header::COOKIE);

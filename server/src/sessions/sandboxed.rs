@@ -238,7 +238,7 @@ fn net_socket(id: &str, settings: &sandbox::SandboxSettings) -> Result<PathBuf> 
 fn network_view(limits: &Limits, egress: Option<&Rules>) -> control::Network {
     match (limits.network, egress) {
         (Network::None, Some(rules)) if !rules.0.is_empty() => control::Network::Allow {
-            allow: rules.0.iter().map(ToString::to_string).collect(),
+            allow: rules.texts(),
         },
         (n, _) => control::Network::Mode(n.as_str().to_owned()),
     }
