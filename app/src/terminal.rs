@@ -155,7 +155,10 @@ fn Ports(sid: Signal<String>) -> impl IntoView {
             leptos::task::spawn_local(async move {
                 let path = format!("/sessions/{}", sid.get_untracked());
                 if let Ok(s) = crate::api::get::<crate::api::Session>(&path, &token).await {
-                    ports.try_set(s.ports.map(|p| (s.instance_id, p)));
+                    ports.try_set(
+                        s.ports
+                            .map(|p| (s.instance_id, p.into_iter().map(|l| l.port).collect())),
+                    );
                 }
             });
         };

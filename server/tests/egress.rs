@@ -369,7 +369,9 @@ async fn a_dev_server_inside_a_session_is_previewed_with_a_token_or_an_observer_
     .await;
     let deadline = Instant::now() + WAIT;
     let ports = loop {
-        let ports = s.session(&sid).await.ports.unwrap_or_default();
+        let listed = s.session(&sid).await.ports.unwrap_or_default();
+        assert!(listed.iter().all(|l| l.protocol == "tcp"), "{listed:?}");
+        let ports: Vec<u16> = listed.iter().map(|l| l.port).collect();
         if ports.contains(&8000) && ports.contains(&9000) || Instant::now() > deadline {
             break ports;
         }

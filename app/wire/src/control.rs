@@ -41,11 +41,17 @@ pub struct Session {
     /// A sandboxed session's workspace: the one directory of the host it may write.
     #[serde(default)]
     pub workspace: Option<String>,
-    /// The TCP ports something listens on inside a running session's own network
-    /// namespace (`GET B/sessions/{sid}` only), each reachable at
-    /// `B/sessions/{sid}/ports/{port}/`.
+    /// The ports something listens on inside a running session's own network namespace
+    /// (`GET B/sessions/{sid}` only), each reachable at `B/sessions/{sid}/ports/{port}/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ports: Option<Vec<u16>>,
+    pub ports: Option<Vec<ListeningPort>>,
+}
+
+/// A port listening inside a session: its number and its protocol (`tcp`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListeningPort {
+    pub port: u16,
+    pub protocol: String,
 }
 
 /// A sandboxed session's network: `"none"` (loopback only), `"host"`, or a namespace of its

@@ -35,7 +35,7 @@ pub async fn run(args: SessionCommandArgs) -> Result<()> {
             let url = session_url(&server, &session)?;
             let resp = call(&server, reqwest::Client::new().get(url.clone())).await?;
             let shown: control::Session = resp.json().await?;
-            for port in shown.ports.unwrap_or_default() {
+            for control::ListeningPort { port, .. } in shown.ports.unwrap_or_default() {
                 println!("{port}\t{url}/ports/{port}/");
             }
         }

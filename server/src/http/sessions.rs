@@ -351,7 +351,15 @@ pub(super) async fn with_ports(
         Some(s.net.as_ref()?.agent.clone())
     });
     if let Some(agent) = net {
-        session.ports = agent.listening_ports().await.ok();
+        session.ports = agent.listening_ports().await.ok().map(|ports| {
+            ports
+                .into_iter()
+                .map(|port| control::ListeningPort {
+                    port,
+                    protocol: "tcp".to_owned(),
+                })
+                .collect()
+        });
     }
     session
 }
