@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-pub use wire::control::{Me, NewLink, Session, SessionList, ShareLink, ShareLinks};
+pub use wire::control::{ListeningPort, Me, NewLink, Session, SessionList, ShareLink, ShareLinks};
 
 /// Sign-in state shared by every page: the token (kept in sessionStorage only) and who it is.
 #[derive(Clone, Copy)]

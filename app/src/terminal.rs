@@ -140,12 +140,13 @@ pub fn TerminalPage() -> impl IntoView {
 const PORTS_MS: u32 = 3000;
 
 /// The ports something listens on inside the session's own network, each a link to its
-/// preview. The link carries the token in its fragment, which the preview's page trades
-/// for a cookie scoped to that port; no URL the server sees holds it.
+/// preview: the preview's own origin when it has one, else its path under the API. The
+/// link carries the token in its fragment, which the preview's page trades for a cookie
+/// scoped to that preview; no URL the server sees holds it.
 #[component]
 fn Ports(sid: Signal<String>) -> impl IntoView {
     let auth = expect_context::<Auth>();
-    let ports = RwSignal::new(None::<(String, Vec<u16>)>);
+    let ports = RwSignal::new(None::<(String, Vec<(u16, Option<String>)>)>);
     #[cfg(feature = "hydrate")]
     {
         let load = move || {
@@ -155,21 +156,20 @@ fn Ports(sid: Signal<String>) -> impl IntoView {
             leptos::task::spawn_local(async move {
                 let path = format!("/sessions/{}", sid.get_untracked());
                 if let Ok(s) = crate::api::get::<crate::api::Session>(&path, &token).await {
-                    ports.try_set(
-                        s.ports
-                            .map(|p| (s.instance_id, p.into_iter().map(|l| l.port).collect())),
-                    );
+                    let list = |p: Vec<crate::api::ListeningPort>| {
+                        p.into_iter().map(|l| (l.port, l.url)).collect()
+                    };
+                    ports.try_set(s.ports.map(|p| (s.instance_id, list(p))));
                 }
             });
         };
         crate::api::poll(auth, PORTS_MS, load);
     }
-    let link = move |instance: &str, port: u16| {
+    let link = move |instance: &str, port: u16, origin: Option<String>| {
         let token = auth.token.get().unwrap_or_default();
-        format!(
-            "/agents/{instance}/sessions/{}/ports/{port}/#token={token}",
-            sid.get()
-        )
+        let url = origin
+            .unwrap_or_else(|| format!("/agents/{instance}/sessions/{}/ports/{port}/", sid.get()));
+        format!("{url}#token={token}")
     };
     view! {
         <Show when=move || ports.with(Option::is_some)>
@@ -182,9 +182,9 @@ fn Ports(sid: Signal<String>) -> impl IntoView {
                     } else {
                         view! {
                             <ul aria-label="Listening ports">
-                                {list.into_iter().map(|port| view! {
+                                {list.into_iter().map(|(port, origin)| view! {
                                     <li>
-                                        <a href=link(&instance, port) target="_blank" rel="noopener noreferrer">
+                                        <a href=link(&instance, port, origin) target="_blank" rel="noopener noreferrer">
                                             {format!("Open port {port}")}
                                         </a>
                                     </li>

@@ -26,6 +26,7 @@ pub mod framing;
 pub mod http;
 pub mod json;
 pub mod limits;
+pub mod previews;
 pub mod recording;
 pub mod revocation;
 pub mod sandbox;

@@ -298,7 +298,7 @@ async fn a_changed_allowlist_lets_the_next_connection_through_within_a_second_an
     );
     let records = audit(&s, &sid).await;
     assert!(
-        records.iter().any(|r| matches!(&r.detail, AuditDetail::Egress { target, cut: true, .. } if *target == rule(p3))),
+        records.iter().any(|r| matches!(&r.detail, AuditDetail::Egress { target, cut: true, received, .. } if *target == rule(p3) && *received > 0)),
         "{records:?}"
     );
     // The CLI sets it too.
@@ -356,7 +356,9 @@ while True:
 
 #[tokio::test]
 async fn a_dev_server_inside_a_session_is_previewed_with_a_token_or_an_observer_link_and_listed() {
-    let s = TestServer::start(&[]).await;
+    // Public, with no preview domain: previews have no origins of their own, so the API's
+    // paths serve them, sandboxed.
+    let s = TestServer::start(&["--public-url", "http://ptyhost.invalid"]).await;
     let sid = session(&s, json!({ "network": "none" })).await;
     let workspace = std::path::PathBuf::from(s.session(&sid).await.workspace.unwrap());
     std::fs::write(workspace.join("hello.txt"), "hello from inside\n").unwrap();
@@ -397,6 +399,13 @@ async fn a_dev_server_inside_a_session_is_previewed_with_a_token_or_an_observer_
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+    assert!(
+        r.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("sandbox "),
+        "a page under the API's origin runs as an opaque origin"
+    );
     assert_eq!(r.text().await.unwrap(), "hello from inside\n");
     let r = s.http.get(url("hello.txt")).send().await.unwrap();
     assert_eq!(r.status(), 401, "no token, no preview");
@@ -506,4 +515,109 @@ async fn a_dev_server_inside_a_session_is_previewed_with_a_token_or_an_observer_
         .await
         .unwrap();
     assert_eq!(r.status(), 409);
+}
+
+fn port_of(s: &TestServer) -> u16 {
+    s.addr.parse::<std::net::SocketAddr>().unwrap().port()
+}
+
+/// A client that reaches `host` (a preview's own origin) at the server, as a browser does
+/// for any `*.localhost`, and shows redirects rather than following them.
+fn browser_for(s: &TestServer, host: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .resolve(host, s.addr.parse().unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_browser_is_sent_to_the_previews_own_origin_where_a_link_signs_in_and_no_api_is_served() {
+    let s = TestServer::start(&[]).await;
+    let sid = session(&s, json!({ "network": "none" })).await;
+    let workspace = std::path::PathBuf::from(s.session(&sid).await.workspace.unwrap());
+    std::fs::write(workspace.join("hello.txt"), "hello from inside\n").unwrap();
+    start(&s, &sid, "python3 -m http.server 8000 --bind 127.0.0.1").await;
+    let host = format!("8000-{sid}.localhost");
+    let origin = format!("http://{host}:{}/", port_of(&s));
+    let deadline = Instant::now() + WAIT;
+    let listed = loop {
+        let ports = s.session(&sid).await.ports.unwrap_or_default();
+        if !ports.is_empty() || Instant::now() > deadline {
+            break ports;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(listed[0].url.as_deref(), Some(origin.as_str()));
+    let browser = browser_for(&s, &host);
+
+    // A browser at the API's path, without a bearer, is sent to the preview's origin.
+    let r = browser
+        .get(s.url(&format!("/sessions/{sid}/ports/8000/hello.txt?x=1")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 307);
+    assert_eq!(r.headers()["location"], format!("{origin}hello.txt?x=1"));
+
+    // There, without credentials: the sign-in page, which posts to the origin's root.
+    let r = browser
+        .get(format!("{origin}hello.txt"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.text().await.unwrap().contains(r#""/.ptyhost-sign-in""#));
+    let link = s.share(&sid, json!({})).await;
+    let sign_in = browser
+        .post(format!("{origin}.ptyhost-sign-in"))
+        .bearer_auth(&link.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sign_in.status(), 204);
+    let cookie = sign_in.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("; Path=/;"),
+        "host-only, for this origin: {cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let r = browser
+        .get(format!("{origin}hello.txt"))
+        .header("cookie", &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        !r.headers().contains_key("content-security-policy"),
+        "its own origin needs no sandbox"
+    );
+    assert_eq!(r.text().await.unwrap(), "hello from inside\n");
+
+    // Every path of the origin is the preview's: the API is not there, even to an admin.
+    let r = browser
+        .get(format!("{origin}agents/local/sessions"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(
+        r.headers()["server"]
+            .to_str()
+            .unwrap()
+            .contains("SimpleHTTP"),
+        "answered by the server inside"
+    );
+    // And another session's origin takes none of this one's cookies or tokens.
+    let other = session(&s, json!({ "network": "none" })).await;
+    let other_host = format!("8000-{other}.localhost");
+    let r = browser_for(&s, &other_host)
+        .get(format!("http://{other_host}:{}/", port_of(&s)))
+        .bearer_auth(&link.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "a link for one session sees no other");
 }

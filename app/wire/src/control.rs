@@ -42,16 +42,20 @@ pub struct Session {
     #[serde(default)]
     pub workspace: Option<String>,
     /// The ports something listens on inside a running session's own network namespace
-    /// (`GET B/sessions/{sid}` only), each reachable at `B/sessions/{sid}/ports/{port}/`.
+    /// (`GET B/sessions/{sid}` only), each reachable at `B/sessions/{sid}/ports/{port}/` and,
+    /// for a browser, at its own origin `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<ListeningPort>>,
 }
 
-/// A port listening inside a session: its number and its protocol (`tcp`).
+/// A port listening inside a session: its number, its protocol (`tcp`) and, when previews
+/// have origins of their own, the preview's (`http://8000-{sid}.localhost:3000/`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListeningPort {
     pub port: u16,
     pub protocol: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// A sandboxed session's network: `"none"` (loopback only), `"host"`, or a namespace of its

@@ -35,8 +35,10 @@ pub async fn run(args: SessionCommandArgs) -> Result<()> {
             let url = session_url(&server, &session)?;
             let resp = call(&server, reqwest::Client::new().get(url.clone())).await?;
             let shown: control::Session = resp.json().await?;
-            for control::ListeningPort { port, .. } in shown.ports.unwrap_or_default() {
-                println!("{port}\t{url}/ports/{port}/");
+            // The port, its API URL (for a bearer), and its own origin (for a browser).
+            for p in shown.ports.unwrap_or_default() {
+                let origin = p.url.map(|u| format!("\t{u}")).unwrap_or_default();
+                println!("{}\t{url}/ports/{}/{origin}", p.port, p.port);
             }
         }
         SessionCommand::Export { session, out } => export(&args.store, session, out).await?,

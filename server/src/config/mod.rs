@@ -77,6 +77,12 @@ pub struct ServeArgs {
     /// The URL clients reach this server at (AgentCard URLs and observer links).
     #[arg(long, env = "PTYHOST_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Serve each port preview on an origin of its own, `{port}-{session_id}.DOMAIN`
+    /// (a wildcard DNS name for this server, on the public URL's port). A server on
+    /// loopback uses `localhost` without it; elsewhere previews are then served under the
+    /// API's paths only, sandboxed to an opaque origin.
+    #[arg(long, env = "PTYHOST_PREVIEW_DOMAIN")]
+    pub preview_domain: Option<String>,
     /// Ensures a pty:admin token with this value exists.
     #[arg(long, env = "PTYHOST_BOOTSTRAP_TOKEN", hide_env_values = true)]
     pub bootstrap_token: Option<String>,

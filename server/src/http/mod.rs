@@ -137,8 +137,10 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
         )
         .nest("/agents/{instance_id}", instance)
         .merge(root_api)
-        .with_state(state)
+        .with_state(state.clone())
         .fallback_service(ui)
+        // A preview's own origin is the preview's alone: none of the API or the UI is there.
+        .layer(middleware::from_fn_with_state(state, preview::by_host))
         .layer(middleware::from_fn(server::note_authentication))
 }
 

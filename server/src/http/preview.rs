@@ -1,18 +1,24 @@
-//! Port previews: `B/sessions/{sid}/ports/{port}/…` reverse-proxies HTTP and WebSocket to
-//! `127.0.0.1:{port}` inside a session's own network namespace, through a socket its net
-//! agent made there.
+//! Port previews: HTTP and WebSocket reverse-proxied to `127.0.0.1:{port}` inside a
+//! session's own network namespace, through a socket its net agent made there.
+//!
+//! A preview is served on an origin of its own, `{port}-{sid}.{domain}` (see
+//! [`crate::previews`]), so its pages can reach neither the UI's storage nor another
+//! preview's cookies. `B/sessions/{sid}/ports/{port}/…` serves API clients (a bearer
+//! token), sends a browser to the preview's origin when there is one, and else serves it
+//! under a CSP sandbox, an opaque origin.
 //!
 //! A caller shows a bearer token (`pty:observe` may read, `pty:control` may send other
 //! methods), or a browser the preview's cookie. A preview link carries its token in the
-//! fragment (`…/ports/8000/#token=…`): the page served without credentials trades it, in a
-//! POST, for a ticket in a cookie scoped to that preview's path, so the token never rides
-//! in a URL the server sees or logs.
+//! fragment (`…/#token=…`): the page served without credentials trades it, in a POST, for a
+//! ticket in a cookie scoped to that preview, so the token never rides in a URL the server
+//! sees or logs.
 
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{OriginalUri, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
@@ -26,13 +32,28 @@ use crate::state::{ApiError, AppState, auth_error, header_bearer};
 const SIGN_IN: &str = ".ptyhost-sign-in";
 /// How long a preview's cookie lasts.
 const TICKET_TTL: Duration = Duration::from_secs(3600);
+/// What a preview served under the API's own origin may do: run, but as an opaque origin
+/// that reads none of the UI's storage.
+const SANDBOX: &str = "sandbox allow-scripts allow-forms allow-modals allow-popups \
+                       allow-popups-to-escape-sandbox allow-downloads";
 
 #[derive(Debug, Deserialize)]
 pub struct PortPath {
     sid: SessionId,
     port: u16,
-    #[serde(default)]
-    path: String,
+}
+
+/// One preview request: the session and port, and where the preview's root is.
+struct Target {
+    sid: SessionId,
+    port: u16,
+    /// The path of the preview's root: empty on its own origin, `…/ports/{port}` under the
+    /// API.
+    prefix: String,
+    /// The request's path and query as the server inside sees it.
+    inner: String,
+    /// Served on an origin of its own (else under the API's, sandboxed).
+    own_origin: bool,
 }
 
 /// `…/ports/{port}` without the slash: the preview's pages resolve relative URLs against
@@ -46,23 +67,67 @@ pub async fn redirect(Path(p): Path<PortPath>) -> Response {
         .into_response()
 }
 
+/// `B/sessions/{sid}/ports/{port}/…`.
 pub async fn proxy(
     State(state): State<AppState>,
     Path(p): Path<PortPath>,
     OriginalUri(original): OriginalUri,
     req: Request,
 ) -> Response {
-    // The path as the client sent it: the cookie's scope and the sign-in page name it.
-    let path = original.path();
-    let marker = format!("/ports/{}", p.port);
-    let prefix = match path.find(&marker) {
-        Some(i) => path[..i + marker.len()].to_owned(),
-        None => path.trim_end_matches('/').to_owned(),
+    let whole = original.path_and_query().map_or("/", |pq| pq.as_str());
+    let marker = format!("/ports/{}/", p.port);
+    let (prefix, inner) = match whole.find(&marker) {
+        Some(i) => (
+            &whole[..i + marker.len() - 1],
+            &whole[i + marker.len() - 1..],
+        ),
+        None => (whole.trim_end_matches('/'), "/"),
     };
-    match serve(&state, &p, &prefix, req).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
+    // A browser (no bearer) goes to the preview's own origin, the fragment with it.
+    if let Some(hosts) = &state.preview_hosts
+        && header_bearer(req.headers()).is_none()
+    {
+        let location = format!("{}{}", hosts.url(&p.sid, p.port), &inner[1..]);
+        return (
+            StatusCode::TEMPORARY_REDIRECT,
+            [(header::LOCATION, location)],
+        )
+            .into_response();
     }
+    let target = Target {
+        sid: p.sid,
+        port: p.port,
+        prefix: prefix.to_owned(),
+        inner: inner.to_owned(),
+        own_origin: false,
+    };
+    serve(&state, &target, req)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Any request to a preview's own origin, whatever its path, goes to the preview; the rest
+/// go on to the router.
+pub async fn by_host(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let host = (req.headers().get(header::HOST))
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    let found = (state.preview_hosts.as_ref()).and_then(|hosts| hosts.target(host?));
+    let Some((sid, port)) = found else {
+        return next.run(req).await;
+    };
+    let target = Target {
+        sid: SessionId::from(sid),
+        port,
+        prefix: String::new(),
+        inner: (req.uri().path_and_query())
+            .map_or("/", |pq| pq.as_str())
+            .to_owned(),
+        own_origin: true,
+    };
+    serve(&state, &target, req)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
 fn cookie_name(port: u16) -> String {
@@ -92,12 +157,12 @@ fn ticket(headers: &HeaderMap, port: u16) -> Option<String> {
 /// Who is asking: the bearer's principal, or the one the preview's cookie stands for.
 async fn caller(
     state: &AppState,
-    p: &PortPath,
+    port: u16,
     headers: &HeaderMap,
 ) -> Option<Result<(Principal, String), ApiError>> {
     let token = match header_bearer(headers) {
         Some(t) => t.to_owned(),
-        None => state.preview_tickets.token(&ticket(headers, p.port)?)?,
+        None => state.preview_tickets.token(&ticket(headers, port)?)?,
     };
     Some(
         crate::state::authenticate(state, headers, Some(&token))
@@ -107,25 +172,22 @@ async fn caller(
     )
 }
 
-async fn serve(
-    state: &AppState,
-    p: &PortPath,
-    prefix: &str,
-    req: Request,
-) -> Result<Response, ApiError> {
-    let not_found = || ApiError::not_found(format!("no session {}", p.sid));
-    let Some(who) = caller(state, p, req.headers()).await else {
-        return Ok(sign_in_page(prefix));
+async fn serve(state: &AppState, t: &Target, req: Request) -> Result<Response, ApiError> {
+    let not_found = || ApiError::not_found(format!("no session {}", t.sid));
+    let Some(who) = caller(state, t.port, req.headers()).await else {
+        return Ok(sign_in_page(&t.prefix));
     };
     let (who, token) = who?;
-    if !who.sees_session(&p.sid) {
+    if !who.sees_session(&t.sid) {
         return Err(not_found());
     }
-    if p.path == SIGN_IN && req.method() == Method::POST {
+    let path = t.inner.split('?').next().unwrap_or("/");
+    if path.strip_prefix('/') == Some(SIGN_IN) && req.method() == Method::POST {
         let ticket = state.preview_tickets.issue(&token, TICKET_TTL);
         let cookie = format!(
-            "{}={ticket}; Path={prefix}/; Max-Age={}; HttpOnly; SameSite=Strict",
-            cookie_name(p.port),
+            "{}={ticket}; Path={}/; Max-Age={}; HttpOnly; SameSite=Lax",
+            cookie_name(t.port),
+            t.prefix,
             TICKET_TTL.as_secs()
         );
         return Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response());
@@ -137,7 +199,7 @@ async fn serve(
         Scope::Control
     };
     crate::state::require(&who, needed)?;
-    let handle = state.sessions.live(&p.sid).ok_or_else(not_found)?;
+    let handle = state.sessions.live(&t.sid).ok_or_else(not_found)?;
     let agent = (handle.sandboxed())
         .and_then(|s| s.net.as_ref())
         .map(|n| n.agent.clone())
@@ -145,44 +207,52 @@ async fn serve(
             ApiError::new(
                 StatusCode::CONFLICT,
                 "failed_precondition",
-                format!("session {} has no network of its own to preview (its sandbox network is \"host\", or it is not sandboxed)", p.sid),
+                format!("session {} has no network of its own to preview (its sandbox network is \"host\", or it is not sandboxed)", t.sid),
             )
         })?;
-    let (method, path) = (req.method().to_string(), format!("/{}", p.path));
-    let answer = forward(&agent, p.port, req).await;
+    let (method, path) = (req.method().to_string(), path.to_owned());
+    let answer = forward(&agent, t, req).await;
     let status = answer
         .as_ref()
         .map_or(StatusCode::BAD_GATEWAY, |r| r.status());
     state.audit.record(
-        audit::Record::new(Event::PortPreview, &p.sid)
+        audit::Record::new(Event::PortPreview, &t.sid)
             .by(&who.token_id)
             .detail(Detail::Preview {
-                port: p.port,
+                port: t.port,
                 method,
                 path,
                 status: status.as_u16(),
             }),
     );
-    answer.or_else(|why| {
-        Ok((
+    let mut answer = answer.unwrap_or_else(|why| {
+        (
             StatusCode::BAD_GATEWAY,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
             format!(
                 "ptyhost: nothing answers on port {} inside session {}: {why}\n",
-                p.port, p.sid
+                t.port, t.sid
             ),
         )
-            .into_response())
-    })
+            .into_response()
+    });
+    if !t.own_origin {
+        answer.headers_mut().insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(SANDBOX),
+        );
+    }
+    Ok(answer)
 }
 
 /// Sends `req` to the port inside the session and streams the answer back; a WebSocket
 /// upgrade becomes a tunnel between the two upgraded connections.
 async fn forward(
     agent: &crate::sandbox::net::NetAgent,
-    port: u16,
+    t: &Target,
     mut req: Request,
 ) -> Result<Response, String> {
+    let port = t.port;
     let socket = agent.socket().await.map_err(|e| e.to_string())?;
     let stream = socket
         .connect(([127, 0, 0, 1], port).into())
@@ -196,14 +266,7 @@ async fn forward(
     let upgrading = req.headers().contains_key(header::UPGRADE);
     let downstream = upgrading.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
-    let origin = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |pq| pq.as_str())
-        .to_owned();
-    parts.uri = inner_uri(&origin, port)
-        .parse()
-        .map_err(|e: axum::http::uri::InvalidUri| e.to_string())?;
+    parts.uri = (t.inner.parse()).map_err(|e: axum::http::uri::InvalidUri| e.to_string())?;
     parts.headers.remove(header::AUTHORIZATION);
     strip_cookie(&mut parts.headers, port);
     parts.headers.insert(
@@ -227,17 +290,6 @@ async fn forward(
         });
     }
     Ok(answer.map(Body::new))
-}
-
-/// The request's path under the preview, as the server inside sees it.
-fn inner_uri(outer: &str, port: u16) -> String {
-    // `outer` is the whole path; the router matched `…/ports/{port}/`, so what follows it
-    // is the inner path.
-    let marker = format!("/ports/{port}/");
-    match outer.find(&marker) {
-        Some(i) => format!("/{}", &outer[i + marker.len()..]),
-        None => "/".to_owned(),
-    }
 }
 
 /// Drops the preview's own cookie, which the server inside has no business with.
@@ -286,15 +338,6 @@ if (token) {{
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_inner_path_is_what_follows_the_port() {
-        assert_eq!(
-            inner_uri("/agents/local/sessions/s/ports/8000/a/b?x=1", 8000),
-            "/a/b?x=1"
-        );
-        assert_eq!(inner_uri("/sessions/s/ports/8000/", 8000), "/");
-    }
 
     #[test]
     fn only_the_previews_own_cookie_is_dropped() {

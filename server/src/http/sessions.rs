@@ -357,6 +357,7 @@ pub(super) async fn with_ports(
                 .map(|port| control::ListeningPort {
                     port,
                     protocol: "tcp".to_owned(),
+                    url: (state.preview_hosts.as_ref()).map(|h| h.url(&sid, port)),
                 })
                 .collect()
         });

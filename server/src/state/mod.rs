@@ -52,6 +52,8 @@ pub struct AppInner {
     pub audit: crate::audit::Audit,
     /// The tokens of open connections, which are cut when their token stops being valid.
     pub revocations: crate::revocation::Revocations,
+    /// The port previews' own origins, if they have them.
+    pub preview_hosts: Option<crate::previews::PreviewHosts>,
     /// The port previews' cookies.
     pub preview_tickets: auth::Tickets,
     /// Cancelled when the server stops: connections say goodbye and close.

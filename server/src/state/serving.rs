@@ -45,6 +45,10 @@ impl AppState {
             allowed_origins: std::iter::once(format!("{scheme}://{addr}"))
                 .chain(args.allowed_origins.iter().cloned())
                 .collect(),
+            preview_hosts: crate::previews::PreviewHosts::new(
+                &public_url(args, addr, tls),
+                args.preview_domain.as_deref(),
+            ),
             public_url: public_url(args, addr, tls),
             heartbeat_interval,
             heartbeat_timeout,

@@ -1,0 +1,116 @@
+//! Where port previews live: each (session, port) on an origin of its own,
+//! `{scheme}://{port}-{session_id}.{domain}[:{port}]/`, so that a page a session serves can
+//! read neither the operator UI's storage nor another preview's cookies.
+//!
+//! The domain is `serve --preview-domain`, whose names (a wildcard DNS record) reach this
+//! server on the public URL's port. Without one, a server whose public URL is on loopback
+//! uses `localhost`, whose subdomains browsers resolve to loopback themselves (RFC 6761).
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviewHosts {
+    scheme: String,
+    domain: String,
+    /// `:PORT` when the public URL names one, else empty.
+    port: String,
+}
+
+impl PreviewHosts {
+    /// The preview origins of a server reached at `public_url`, under `domain` if given.
+    /// None when there is no domain to use: previews are then served under the API's own
+    /// paths only, sandboxed by CSP to an opaque origin.
+    pub fn new(public_url: &str, domain: Option<&str>) -> Option<PreviewHosts> {
+        let url = url::Url::parse(public_url).ok()?;
+        let loopback = match url.host()? {
+            url::Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
+            url::Host::Ipv4(ip) => ip.is_loopback(),
+            url::Host::Ipv6(ip) => ip.is_loopback(),
+        };
+        let domain = match domain {
+            Some(d) => d.trim_matches('.').to_ascii_lowercase(),
+            None if loopback => "localhost".to_owned(),
+            None => return None,
+        };
+        Some(PreviewHosts {
+            scheme: url.scheme().to_owned(),
+            domain,
+            port: url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+        })
+    }
+
+    /// The origin, with a trailing slash, of `port` inside session `sid`.
+    pub fn url(&self, sid: &str, port: u16) -> String {
+        format!(
+            "{}://{port}-{sid}.{}{}/",
+            self.scheme, self.domain, self.port
+        )
+    }
+
+    /// The session and port a request's `Host` names, if it is a preview origin.
+    pub fn target(&self, host: &str) -> Option<(String, u16)> {
+        let name = match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        };
+        let label = name
+            .to_ascii_lowercase()
+            .strip_suffix(&self.domain)?
+            .strip_suffix('.')?
+            .to_owned();
+        let (port, sid) = label.split_once('-')?;
+        if sid.is_empty() || label.contains('.') {
+            return None;
+        }
+        Some((sid.to_owned(), port.parse().ok()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loopback_server_previews_under_localhost_on_its_own_port() {
+        let hosts = PreviewHosts::new("http://127.0.0.1:3000", None).unwrap();
+        assert_eq!(
+            hosts.url("abc-1", 8000),
+            "http://8000-abc-1.localhost:3000/"
+        );
+        assert_eq!(
+            hosts.target("8000-abc-1.localhost:3000"),
+            Some(("abc-1".to_owned(), 8000))
+        );
+        assert_eq!(
+            hosts.target("8000-ABC-1.LOCALHOST"),
+            Some(("abc-1".to_owned(), 8000))
+        );
+    }
+
+    #[test]
+    fn a_public_server_previews_only_under_a_configured_domain() {
+        assert_eq!(PreviewHosts::new("https://pty.example.com", None), None);
+        let hosts =
+            PreviewHosts::new("https://pty.example.com", Some("preview.example.com.")).unwrap();
+        assert_eq!(hosts.url("s", 80), "https://80-s.preview.example.com/");
+        assert_eq!(
+            hosts.target("80-s.preview.example.com"),
+            Some(("s".to_owned(), 80))
+        );
+    }
+
+    #[test]
+    fn other_hosts_are_no_preview() {
+        let hosts = PreviewHosts::new("http://localhost:3000", None).unwrap();
+        for host in [
+            "localhost:3000",
+            "127.0.0.1:3000",
+            "8000-s.evil.localhost",
+            "x-s.localhost",
+            "8000-.localhost",
+            "70000-s.localhost",
+            "8000-s.notlocalhost",
+            "8000-s.localhost.example.com",
+        ] {
+            assert_eq!(hosts.target(host), None, "{host}");
+        }
+    }
+}
