@@ -10,6 +10,7 @@ mod rules;
 pub use rules::{Rule, Rules};
 
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -323,64 +324,28 @@ async fn tunnel(
     if opened.await.is_err() {
         return (0, 0, false);
     }
-    let mut client = Counted::new(client, early.len() as u64);
-    let mut upstream = Counted::new(upstream, 0);
-    let was_cut = tokio::select! {
-        _ = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, RELAY_BUFFER, RELAY_BUFFER) => false,
-        _ = cut.cancelled() => true,
+    // The sockets, again, so that a cut can end the relay and still read its counts.
+    let (Ok(client_fd), Ok(upstream_fd)) = (
+        client.as_fd().try_clone_to_owned(),
+        upstream.as_fd().try_clone_to_owned(),
+    ) else {
+        return (early.len() as u64, 0, false);
     };
-    (client.read, upstream.read, was_cut)
-}
-
-/// Each direction's buffer: large enough that a fast download is not paced by it.
-const RELAY_BUFFER: usize = 256 * 1024;
-
-/// A stream that counts the bytes read from it.
-struct Counted {
-    inner: TcpStream,
-    read: u64,
-}
-
-impl Counted {
-    fn new(inner: TcpStream, read: u64) -> Counted {
-        Counted { inner, read }
-    }
-}
-
-impl tokio::io::AsyncRead for Counted {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        self.read += (buf.filled().len() - before) as u64;
-        polled
-    }
-}
-
-impl tokio::io::AsyncWrite for Counted {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        data: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.inner).poll_write(cx, data)
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    let relay = tokio_splice2::copy_bidirectional(&mut client, &mut upstream);
+    let mut relay = std::pin::pin!(relay);
+    let (relayed, was_cut) = tokio::select! {
+        done = &mut relay => (done, false),
+        _ = cut.cancelled() => {
+            for fd in [&client_fd, &upstream_fd] {
+                let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::Both);
+            }
+            (relay.await, true)
+        }
+    };
+    match relayed {
+        // splice(2) moves the bytes between the sockets through a pipe, in the kernel.
+        Ok(t) => (early.len() as u64 + t.tx as u64, t.rx as u64, was_cut),
+        Err(_) => (early.len() as u64, 0, was_cut),
     }
 }
 
