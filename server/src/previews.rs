@@ -5,6 +5,20 @@
 //! The domain is `serve --preview-domain`, whose names (a wildcard DNS record) reach this
 //! server on the public URL's port. Without one, a server whose public URL is on loopback
 //! uses `localhost`, whose subdomains browsers resolve to loopback themselves (RFC 6761).
+//!
+//! [`Client`] carries a preview's requests into the session's namespace.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_util::client::legacy;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+use crate::sandbox::net::NetAgent;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreviewHosts {
@@ -61,6 +75,54 @@ impl PreviewHosts {
             return None;
         }
         Some((sid.to_owned(), port.parse().ok()?))
+    }
+}
+
+/// HTTP connections into one session's network namespace, kept alive between a preview's
+/// requests (a dev server that keeps them open answers without a new connection).
+#[derive(Debug, Clone)]
+pub struct Client(legacy::Client<Inside, Body>);
+
+impl Client {
+    pub fn new(agent: NetAgent) -> Client {
+        let client = legacy::Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(IDLE)
+            .build(Inside(agent));
+        Client(client)
+    }
+
+    /// Sends `req`, whose URI is `http://127.0.0.1:{port}/…`, to that port inside.
+    pub async fn send(&self, req: Request<Body>) -> Result<Response<Incoming>, legacy::Error> {
+        self.0.request(req).await
+    }
+}
+
+/// How long an idle connection to a server inside stays open.
+const IDLE: Duration = Duration::from_secs(30);
+
+/// Connects to a port inside the namespace with a socket the net agent made there.
+#[derive(Debug, Clone)]
+pub struct Inside(NetAgent);
+
+impl tower::Service<Uri> for Inside {
+    type Response = TokioIo<tokio::net::TcpStream>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = std::io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let agent = self.0.clone();
+        Box::pin(async move {
+            let port = uri.port_u16().unwrap_or(80);
+            let stream = (agent.socket().await?)
+                .connect(([127, 0, 0, 1], port).into())
+                .await?;
+            stream.set_nodelay(true)?;
+            Ok(TokioIo::new(stream))
+        })
     }
 }
 

@@ -200,9 +200,9 @@ async fn serve(state: &AppState, t: &Target, req: Request) -> Result<Response, A
     };
     crate::state::require(&who, needed)?;
     let handle = state.sessions.live(&t.sid).ok_or_else(not_found)?;
-    let agent = (handle.sandboxed())
+    let client = (handle.sandboxed())
         .and_then(|s| s.net.as_ref())
-        .map(|n| n.agent.clone())
+        .map(|n| n.previews.clone())
         .ok_or_else(|| {
             ApiError::new(
                 StatusCode::CONFLICT,
@@ -211,7 +211,7 @@ async fn serve(state: &AppState, t: &Target, req: Request) -> Result<Response, A
             )
         })?;
     let (method, path) = (req.method().to_string(), path.to_owned());
-    let answer = forward(&agent, t, req).await;
+    let answer = forward(&client, t, req).await;
     let status = answer
         .as_ref()
         .map_or(StatusCode::BAD_GATEWAY, |r| r.status());
@@ -248,35 +248,30 @@ async fn serve(state: &AppState, t: &Target, req: Request) -> Result<Response, A
 /// Sends `req` to the port inside the session and streams the answer back; a WebSocket
 /// upgrade becomes a tunnel between the two upgraded connections.
 async fn forward(
-    agent: &crate::sandbox::net::NetAgent,
+    client: &crate::previews::Client,
     t: &Target,
     mut req: Request,
 ) -> Result<Response, String> {
     let port = t.port;
-    let socket = agent.socket().await.map_err(|e| e.to_string())?;
-    let stream = socket
-        .connect(([127, 0, 0, 1], port).into())
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = stream.set_nodelay(true);
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn.with_upgrades());
     let upgrading = req.headers().contains_key(header::UPGRADE);
     let downstream = upgrading.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
-    parts.uri = (t.inner.parse()).map_err(|e: axum::http::uri::InvalidUri| e.to_string())?;
+    parts.uri = format!("http://127.0.0.1:{port}{}", t.inner)
+        .parse()
+        .map_err(|e: axum::http::uri::InvalidUri| e.to_string())?;
     parts.headers.remove(header::AUTHORIZATION);
     strip_cookie(&mut parts.headers, port);
     parts.headers.insert(
         header::HOST,
         HeaderValue::from_str(&format!("localhost:{port}")).map_err(|e| e.to_string())?,
     );
-    let mut answer = sender
-        .send_request(axum::http::Request::from_parts(parts, body))
+    let mut answer = client
+        .send(axum::http::Request::from_parts(parts, body))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match std::error::Error::source(&e) {
+            Some(cause) => cause.to_string(),
+            None => e.to_string(),
+        })?;
     if answer.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(downstream) = downstream
     {

@@ -19,6 +19,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -87,16 +88,24 @@ fn send_fd(conn: &UnixStream, fd: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// How many sockets ptyhost takes from the agent at a time: a socket keeps the namespace
+/// it was made in, so spare ones wait here and a preview's connection skips the agent.
+const SPARE_SOCKETS: usize = 16;
+
 /// ptyhost's side: asks a session's agent for descriptors.
 #[derive(Debug, Clone)]
 pub struct NetAgent {
     socket: PathBuf,
+    spare: Arc<Mutex<Vec<OwnedFd>>>,
 }
 
 impl NetAgent {
     /// The agent of the session whose helper was launched with `socket`.
     pub fn at(socket: PathBuf) -> NetAgent {
-        NetAgent { socket }
+        NetAgent {
+            socket,
+            spare: Arc::default(),
+        }
     }
 
     /// Where the agent answers.
@@ -109,8 +118,9 @@ impl NetAgent {
     pub async fn proxy_listener(&self, wait: std::time::Duration) -> io::Result<OwnedFd> {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            match self.ask(LISTENER).await {
-                Ok(fd) => return Ok(fd),
+            match self.ask(LISTENER, 1).await.map(|mut fds| fds.pop()) {
+                Ok(Some(fd)) => return Ok(fd),
+                Ok(None) => return Err(no_descriptor()),
                 Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
             }
@@ -119,7 +129,16 @@ impl NetAgent {
 
     /// A TCP socket made inside the session's namespace, not yet connected.
     pub async fn socket(&self) -> io::Result<tokio::net::TcpSocket> {
-        let fd = self.ask(SOCKET_V4).await?;
+        let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let fd = match spare {
+            Some(fd) => fd,
+            None => {
+                let mut made = self.ask(SOCKET_V4, SPARE_SOCKETS).await?;
+                let fd = made.pop().ok_or_else(no_descriptor)?;
+                (self.spare.lock().unwrap_or_else(|e| e.into_inner())).extend(made);
+                fd
+            }
+        };
         let std = std::net::TcpStream::from(fd);
         std.set_nonblocking(true)?;
         Ok(tokio::net::TcpSocket::from_std_stream(std))
@@ -149,12 +168,13 @@ impl NetAgent {
         .map_err(io::Error::other)?
     }
 
-    async fn ask(&self, op: u8) -> io::Result<OwnedFd> {
+    /// `count` descriptors of what `op` names, over one connection.
+    async fn ask(&self, op: u8, count: usize) -> io::Result<Vec<OwnedFd>> {
         let socket = self.socket.clone();
         tokio::task::spawn_blocking(move || {
             let mut conn = UnixStream::connect(&socket)?;
-            conn.write_all(&[op])?;
-            receive_fd(&conn)
+            conn.write_all(&vec![op; count])?;
+            (0..count).map(|_| receive_fd(&conn)).collect()
         })
         .await
         .map_err(io::Error::other)?
@@ -178,10 +198,14 @@ fn receive_fd(conn: &UnixStream) -> io::Result<OwnedFd> {
             return Ok(fd);
         }
     }
-    Err(io::Error::new(
+    Err(no_descriptor())
+}
+
+fn no_descriptor() -> io::Error {
+    io::Error::new(
         io::ErrorKind::UnexpectedEof,
         "the session's net agent sent no descriptor",
-    ))
+    )
 }
 
 /// The local ports in state LISTEN (0A) of a `/proc/net/tcp` table.

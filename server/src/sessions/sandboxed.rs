@@ -31,6 +31,8 @@ pub struct Sandboxed {
 /// allowlist, and the egress proxy once it serves.
 pub struct SessionNet {
     pub agent: NetAgent,
+    /// The port previews' connections into the namespace.
+    pub previews: crate::previews::Client,
     rules: Mutex<Rules>,
     egress: Mutex<Option<Egress>>,
 }
@@ -38,6 +40,7 @@ pub struct SessionNet {
 impl SessionNet {
     fn new(agent: NetAgent, rules: Rules) -> SessionNet {
         SessionNet {
+            previews: crate::previews::Client::new(agent.clone()),
             agent,
             rules: Mutex::new(rules),
             egress: Mutex::new(None),
