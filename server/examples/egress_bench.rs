@@ -1,12 +1,14 @@
 //! What a sandboxed session's network costs, beside the host's network in the same run:
 //!
-//! - a download of 256 MiB from a server on the host's loopback, through the egress proxy
-//!   (a session whose allowlist names it) and with network `host`, timed by curl inside
-//!   each session;
-//! - a port preview's request latency (p50, p99) beside the same request sent directly:
-//!   python3's http.server inside a session with a namespace of its own (through
+//! - a download from a server on the host's loopback, through the egress proxy (a session
+//!   whose allowlist names it) and with network `host`, timed by curl inside each session:
+//!   256 MiB as fast as the loopback goes, and 64 MiB at a 1 Gbit/s link's pace; with the
+//!   CPU time ptyhost and the whole machine spent per GiB on each side;
+//! - a port preview's request latency (p50, p99) beside the same request sent directly: a
+//!   dev server inside a session with a namespace of its own (through
 //!   `B/sessions/{sid}/ports/{port}/`), and the same server in a session on the host's
-//!   network (straight to its port).
+//!   network (straight to its port). Two servers: python3's http.server, which closes each
+//!   connection, and node's http, which keeps them open.
 //!
 //! ```text
 //! scripts/bench-egress.sh        (builds in release and runs this)
@@ -21,10 +23,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOKEN: &str = "bench-admin-token";
-const DOWNLOAD: usize = 256 << 20;
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 7;
 
-/// Serves `DOWNLOAD` bytes to every request; its port.
+/// Serves `/{mib}/{rate}`: that many MiB, at most `rate` MiB/s (0: as fast as it can), the
+/// pace of a network link rather than the loopback's. Its port.
 async fn download_server() -> anyhow::Result<u16> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
@@ -34,12 +36,22 @@ async fn download_server() -> anyhow::Result<u16> {
             let chunk = chunk.clone();
             tokio::spawn(async move {
                 let mut buf = [0u8; 4096];
-                let _ = conn.read(&mut buf).await;
+                let n = conn.read(&mut buf).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]);
+                let path = head.split_whitespace().nth(1).unwrap_or("/");
+                let mut asked = path.rsplit('/').filter_map(|p| p.parse::<u64>().ok());
+                let (rate, mib) = (asked.next().unwrap_or(0), asked.next().unwrap_or(0));
                 let head = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {DOWNLOAD}\r\nconnection: close\r\n\r\n"
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    mib << 20
                 );
                 let _ = conn.write_all(head.as_bytes()).await;
-                for _ in 0..DOWNLOAD / chunk.len() {
+                let started = Instant::now();
+                for i in 0..mib {
+                    if rate > 0 {
+                        let due = started + Duration::from_secs_f64(i as f64 / rate as f64);
+                        tokio::time::sleep_until(due.into()).await;
+                    }
                     if conn.write_all(&chunk).await.is_err() {
                         return;
                     }
@@ -48,6 +60,20 @@ async fn download_server() -> anyhow::Result<u16> {
         }
     });
     Ok(port)
+}
+
+/// Busy CPU seconds of the whole machine (every core), from `/proc/stat`.
+fn machine_cpu_secs() -> f64 {
+    let ticks = rustix::param::clock_ticks_per_second().max(1) as f64;
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<f64> = (stat.lines().next().unwrap_or_default())
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal …: all but idle and iowait.
+    let idle = fields.get(3).unwrap_or(&0.0) + fields.get(4).unwrap_or(&0.0);
+    (fields.iter().sum::<f64>() - idle) / ticks
 }
 
 /// Runs `command` in session `sid`; its output.
@@ -78,50 +104,65 @@ async fn session(http: &reqwest::Client, addr: &str, network: Value) -> anyhow::
     .await
 }
 
-/// MiB/s of the median of `ROUNDS` downloads by curl in session `sid` with `curl_flags`.
+/// MiB/s of one download of `path` (`/{mib}/{rate}`) by curl in session `sid` with
+/// `curl_flags`.
 async fn download(
     http: &reqwest::Client,
     base: &str,
     sid: &str,
     curl_flags: &str,
-    port: u16,
+    (port, path): (u16, &str),
 ) -> anyhow::Result<f64> {
-    let mut rates = Vec::new();
-    for _ in 0..ROUNDS {
-        let out = run(
-            http,
-            base,
-            sid,
-            &format!("curl -s -o /dev/null -w 'took=%{{time_total}} size=%{{size_download}}' {curl_flags} http://127.0.0.1:{port}/"),
-        )
-        .await?;
-        let field = |name: &str| -> Option<f64> {
-            out.split(name)
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        };
-        let (took, size) = (field("took=").unwrap_or(0.0), field("size=").unwrap_or(0.0));
-        anyhow::ensure!(size as usize == DOWNLOAD, "a short download: {out:?}");
-        rates.push(size / took / (1 << 20) as f64);
-    }
-    Ok(common::stats::median(&mut rates))
+    let out = run(
+        http,
+        base,
+        sid,
+        &format!("curl -s -o /dev/null -w 'took=%{{time_total}} size=%{{size_download}}' {curl_flags} http://127.0.0.1:{port}{path}"),
+    )
+    .await?;
+    let field = |name: &str| -> Option<f64> {
+        out.split(name)
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    let (took, size) = (field("took=").unwrap_or(0.0), field("size=").unwrap_or(0.0));
+    let mib: usize = path
+        .split('/')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    anyhow::ensure!(size as usize == mib << 20, "a short download: {out:?}");
+    Ok(size / took / (1 << 20) as f64)
 }
 
-/// Starts python3's http.server on `port` in session `sid` and waits until `probe` answers.
+/// A dev server on `port`: python3's http.server, which closes every connection (HTTP/1.0),
+/// or node's http, which keeps them open.
+fn dev_server(kind: &str, port: u16) -> String {
+    match kind {
+        "python3 http.server" => {
+            format!("echo small > small.txt; python3 -m http.server {port} --bind 127.0.0.1")
+        }
+        _ => format!(
+            "node -e \"require('http').createServer((q, s) => s.end('small\\n')).listen({port}, '127.0.0.1')\""
+        ),
+    }
+}
+
+/// Starts `command` in session `sid` and waits until `probe` answers.
 async fn http_server(
     http: &reqwest::Client,
     base: &str,
     sid: &str,
-    port: u16,
+    command: String,
     probe: impl Fn() -> reqwest::RequestBuilder,
 ) -> anyhow::Result<()> {
     let message = json!({
         "message": {
             "messageId": uuid::Uuid::now_v7().to_string(), "role": "ROLE_USER", "contextId": sid,
-            "parts": [{ "text": format!("echo small > small.txt; python3 -m http.server {port} --bind 127.0.0.1") }],
+            "parts": [{ "text": command }],
         },
         "configuration": { "returnImmediately": true },
     });
@@ -163,7 +204,7 @@ async fn main() -> anyhow::Result<()> {
     let n: usize = args.next().map_or(Ok(300), |a| a.parse())?;
     let dir = tempfile::tempdir()?;
     let http = reqwest::Client::new();
-    let (_server, addr) = common::start_server(&bin, dir.path(), TOKEN, &[]).await?;
+    let (server, addr) = common::start_server(&bin, dir.path(), TOKEN, &[]).await?;
     let base = format!("http://{addr}/agents/local");
     let port = download_server().await?;
 
@@ -174,42 +215,72 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     let host = session(&http, &addr, json!("host")).await?;
-    let through = download(
-        &http,
-        &base,
-        &proxied,
-        "--noproxy '' --proxy http://127.0.0.1:3128",
-        port,
-    )
-    .await?;
-    let direct = download(&http, &base, &host, "--noproxy '*'", port).await?;
-    println!(
-        "download of {} MiB, median of {ROUNDS}: through the egress proxy {through:.0} MiB/s, network host {direct:.0} MiB/s: {:.2}x",
-        DOWNLOAD >> 20,
-        through / direct
-    );
+    let pid = server.id().unwrap_or_default();
+    let via = "--noproxy '' --proxy http://127.0.0.1:3128";
+    // As fast as the loopback goes, then at a 1 Gbit/s link's pace.
+    for (mib, rate) in [(256, 0), (64, 119)] {
+        // Rounds alternate, so that the machine's drift falls on both sides alike.
+        let path = format!("/{mib}/{rate}");
+        let (mut through, mut direct) = (Vec::new(), Vec::new());
+        let (mut through_cpu, mut direct_cpu, mut relay_cpu) = (0.0, 0.0, 0.0);
+        for _ in 0..ROUNDS {
+            let (machine, relay) = (machine_cpu_secs(), common::cpu_secs(pid));
+            through.push(download(&http, &base, &proxied, via, (port, &path)).await?);
+            through_cpu += machine_cpu_secs() - machine;
+            relay_cpu += common::cpu_secs(pid) - relay;
+            let machine = machine_cpu_secs();
+            direct.push(download(&http, &base, &host, "--noproxy '*'", (port, &path)).await?);
+            direct_cpu += machine_cpu_secs() - machine;
+        }
+        let (through, direct) = (
+            common::stats::median(&mut through),
+            common::stats::median(&mut direct),
+        );
+        // CPU seconds per GiB moved: ptyhost's own (with the task that ran curl), and the
+        // whole machine's (every process and the kernel) on either side.
+        let gib = (ROUNDS * (mib << 20)) as f64 / (1u64 << 30) as f64;
+        let pace = match rate {
+            0 => "as fast as it goes".to_owned(),
+            r => format!("paced to {r} MiB/s"),
+        };
+        println!(
+            "download of {mib} MiB {pace}, median of {ROUNDS}: through the egress proxy {through:.0} MiB/s, network host {direct:.0} MiB/s: {:.2}x; CPU s per GiB: ptyhost {:.2}, machine {:.2} through the proxy vs {:.2} direct",
+            through / direct,
+            relay_cpu / gib,
+            through_cpu / gib,
+            direct_cpu / gib,
+        );
+    }
 
-    let inside = session(&http, &addr, json!("none")).await?;
-    let preview = format!("{base}/sessions/{inside}/ports/8000/small.txt");
-    http_server(&http, &base, &inside, 8000, || {
-        http.get(&preview).bearer_auth(TOKEN)
-    })
-    .await?;
-    let host_port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let straight = format!("http://127.0.0.1:{host_port}/small.txt");
-    http_server(&http, &base, &host, host_port, || http.get(&straight)).await?;
-    let (pp50, pp99) = latencies(n, || http.get(&preview).bearer_auth(TOKEN)).await?;
-    let (dp50, dp99) = latencies(n, || http.get(&straight)).await?;
-    let us = common::stats::us;
-    println!(
-        "GET of a small file, {n} one at a time: through the preview p50 {:.0} µs p99 {:.0} µs, direct p50 {:.0} µs p99 {:.0} µs: p50 {:.2}x",
-        us(pp50),
-        us(pp99),
-        us(dp50),
-        us(dp99),
-        us(pp50) / us(dp50)
-    );
+    for kind in ["python3 http.server", "node http (keep-alive)"] {
+        let port = 8000;
+        // A server runs in the foreground of its session: one session each.
+        let inside = session(&http, &addr, json!("none")).await?;
+        let host = session(&http, &addr, json!("host")).await?;
+        let preview = format!("{base}/sessions/{inside}/ports/{port}/small.txt");
+        http_server(&http, &base, &inside, dev_server(kind, port), || {
+            http.get(&preview).bearer_auth(TOKEN)
+        })
+        .await?;
+        let host_port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let straight = format!("http://127.0.0.1:{host_port}/small.txt");
+        http_server(&http, &base, &host, dev_server(kind, host_port), || {
+            http.get(&straight)
+        })
+        .await?;
+        let (pp50, pp99) = latencies(n, || http.get(&preview).bearer_auth(TOKEN)).await?;
+        let (dp50, dp99) = latencies(n, || http.get(&straight)).await?;
+        let us = common::stats::us;
+        println!(
+            "GET of a small file from {kind}, {n} one at a time: through the preview p50 {:.0} µs p99 {:.0} µs, direct p50 {:.0} µs p99 {:.0} µs: p50 {:.2}x",
+            us(pp50),
+            us(pp99),
+            us(dp50),
+            us(dp99),
+            us(pp50) / us(dp50)
+        );
+    }
     Ok(())
 }

@@ -96,9 +96,9 @@ async fn main() -> anyhow::Result<()> {
                 true => join_as_executor(&mut ws).await?,
                 false => join(&mut ws, "observer", None).await?,
             }
-            let cpu = cpu_secs(pid);
+            let cpu = common::cpu_secs(pid);
             let d = drain_until_closed(&mut ws).await?;
-            costs[i].push((cpu_secs(pid) - cpu) * 1000.0 / (d.bytes as f64 / 1048576.0));
+            costs[i].push((common::cpu_secs(pid) - cpu) * 1000.0 / (d.bytes as f64 / 1048576.0));
             let rate = d.bytes as f64 / d.elapsed.as_secs_f64();
             rounds[i].push((rate / raw, rate));
             delivered[i] = (delivered[i].0.max(d.bytes), delivered[i].1 + d.lagged);
@@ -142,7 +142,7 @@ async fn main() -> anyhow::Result<()> {
         join(&mut ws, "observer", None).await?;
         observers.push(ws);
     }
-    let cpu_before = cpu_secs(pid);
+    let cpu_before = common::cpu_secs(pid);
     let wall = Instant::now();
     let drains = observers
         .into_iter()
@@ -157,7 +157,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|d| d.elapsed.as_secs_f64())
         .fold(0.0, f64::max)
         .min(wall.elapsed().as_secs_f64());
-    let cpu = (cpu_secs(pid) - cpu_before) / flood_secs;
+    let cpu = (common::cpu_secs(pid) - cpu_before) / flood_secs;
     let mut per_viewer: Vec<f64> = results
         .iter()
         .map(|d| d.bytes as f64 / d.elapsed.as_secs_f64() / 1048576.0)
@@ -561,18 +561,4 @@ async fn drain_until_closed(ws: &mut Ws) -> anyhow::Result<Drained> {
             _ => {}
         }
     }
-}
-
-/// CPU seconds (user + system) the process has used.
-fn cpu_secs(pid: u32) -> f64 {
-    let ticks = rustix::param::clock_ticks_per_second().max(1) as f64;
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            // Fields after the parenthesised command name; utime and stime are 14 and 15.
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
-        })
-        .unwrap_or(0.0)
 }
