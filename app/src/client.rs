@@ -433,6 +433,23 @@ fn on_session_frame(
                 ui.notice.try_set(Some(message));
             }
         }
+        SessionFrame::Warning { message, .. } => {
+            ui.notice.try_set(Some(message));
+        }
+        SessionFrame::Paused { idle, .. } => {
+            let why = match idle {
+                true => "Paused for being idle: typing resumes it.",
+                false => "Paused: its processes are frozen until it resumes.",
+            };
+            ui.notice.try_set(Some(why.to_owned()));
+        }
+        SessionFrame::Resumed {} => {
+            ui.notice.try_set(None);
+        }
+        SessionFrame::Snapshotted { snapshot_id } => {
+            ui.notice
+                .try_set(Some(format!("Snapshot {snapshot_id} taken.")));
+        }
     }
     Vec::new()
 }

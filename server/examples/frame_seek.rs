@@ -48,6 +48,7 @@ async fn recorded(data_dir: &std::path::Path, n: u64) -> anyhow::Result<String> 
             closed_at: None,
             workspace: None,
             sandbox: None,
+            lifetime: None,
         })
         .await?;
     let mut batch = Vec::with_capacity(10_000);

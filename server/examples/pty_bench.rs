@@ -279,17 +279,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 fn spec(argv: &[&str]) -> SessionSpec {
-    SessionSpec {
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-        shell_integration: false,
-        cwd: None,
-        env: Default::default(),
-        cols: 120,
-        rows: 30,
-        label: None,
-        host: server::sessions::host::Host::Native,
-        confined: None,
-    }
+    SessionSpec::plain(argv.iter().map(|s| s.to_string()).collect(), 120, 30)
 }
 
 async fn raw_pty_flood(file: &std::path::Path) -> anyhow::Result<Duration> {

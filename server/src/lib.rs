@@ -25,6 +25,7 @@ pub mod files;
 pub mod framing;
 pub mod http;
 pub mod json;
+pub mod lifecycle;
 pub mod limits;
 pub mod previews;
 pub mod recording;

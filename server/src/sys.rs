@@ -76,6 +76,46 @@ pub fn signal_group(pgid: i32, signal: Signal) -> io::Result<()> {
     Ok(())
 }
 
+/// Sends `signal` to process `pid` (never 0 or 1, as for `signal_group`).
+pub fn signal_process(pid: u32, signal: Signal) -> io::Result<()> {
+    let pid = (pid > 1)
+        .then(|| Pid::from_raw(pid as i32))
+        .flatten()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "refusing pid <= 1"))?;
+    rustix::process::kill_process(pid, signal)?;
+    Ok(())
+}
+
+/// The descendants of process `root`, parents before their children, from `/proc`.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the parenthesised command name: state, then the parent's pid.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+            Some((pid, ppid.parse().ok()?))
+        })
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
 /// Namespaces `unshare` may make (the flags of `unshare(2)`).
 pub use rustix::thread::UnshareFlags;
 

@@ -18,7 +18,7 @@ pub struct Session {
     pub session_class: String,
     pub cols: u16,
     pub rows: u16,
-    /// `running`, `exited` or `closed`.
+    /// `running`, `paused`, `exited` or `closed`.
     pub state: String,
     pub exit_code: Option<i32>,
     pub close_reason: Option<String>,
@@ -46,6 +46,28 @@ pub struct Session {
     /// for a browser, at its own origin `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<ListeningPort>>,
+    /// Its absolute lifetime, as asked or the server's `--max-session-ttl` (`"1h"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// How long it may be idle (no input, output or task) before it closes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<String>,
+    /// When a running session will close if nothing happens first (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<String>,
+    /// A paused session: since when, how, and whether for being idle (`state` is `paused`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Paused>,
+}
+
+/// How a session is paused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Paused {
+    /// RFC 3339.
+    pub since: String,
+    pub method: crate::PauseMethod,
+    /// Paused for being idle: the next input, controller or task resumes it.
+    pub idle: bool,
 }
 
 /// A port listening inside a session: its number, its protocol (`tcp`) and, when previews
@@ -439,6 +461,23 @@ pub struct CreateSession {
     /// server reads and checks against the caller's scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
+    /// Its absolute lifetime, at most the server's `--max-session-ttl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<Span>,
+    /// How long it may be idle before it closes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<Span>,
+    /// A snapshot whose workspace it starts with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_snapshot: Option<String>,
+}
+
+/// A duration as the flags take it (`"90s"`, `"5m"`, `"1h"`), or a number of seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Span {
+    Seconds(f64),
+    Text(String),
 }
 
 /// `PATCH B/sessions/{sid}`: what changes in a running session.
@@ -464,4 +503,75 @@ pub struct ShareRequest {
     pub ttl_secs: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+}
+
+/// A workspace snapshot (`GET B/snapshots/{id}`; `POST B/sessions/{sid}:snapshot` answers
+/// the same).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub snapshot_id: String,
+    /// The session it was taken of.
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The archive's bytes (tar, zstd-compressed).
+    pub bytes: u64,
+    /// Its entries: directories, files and symbolic links.
+    pub files: u64,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// `GET B/snapshots`, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshots {
+    pub snapshots: Vec<Snapshot>,
+}
+
+/// `POST B/sessions/{sid}:snapshot`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TakeSnapshot {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// `POST B/sessions/{sid}:fork`: how many sessions start from the snapshot (1 if absent).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fork {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+}
+
+/// What a fork made: the snapshot, and a session per copy, each with its own workspace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Forked {
+    pub snapshot_id: String,
+    pub sessions: Vec<Session>,
+}
+
+/// The warm pool of default shells (`GET|PUT B/pool`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pool {
+    /// Shells kept started, prompt printed.
+    pub size: usize,
+    /// The sandbox its shells start with (`network`, `memory`, `pids`, `cpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<serde_json::Value>,
+    /// Ready now.
+    pub ready: usize,
+    /// Messages that found a ready shell, and those that found none.
+    pub hits: u64,
+    pub misses: u64,
+}
+
+/// `PUT B/pool`: what changes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetPool {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<serde_json::Value>,
 }

@@ -364,6 +364,8 @@ pub enum PtyErrorCode {
     PtyResizeFailed,
     PtyOutputLagged,
     KeyframeUnavailable,
+    /// Input to a paused session is refused until it resumes.
+    SessionPaused,
 }
 
 /// The payload of a `pty.session_frame`, discriminated by `kind`.
@@ -407,6 +409,46 @@ pub enum SessionFrame {
         code: PtyErrorCode,
         message: String,
     },
+    /// The session ends at `at` (RFC 3339) unless something happens first: input or output
+    /// for an idle timeout; nothing for a ttl.
+    Warning {
+        code: WarningCode,
+        message: String,
+        at: String,
+    },
+    /// The session's processes were frozen (`method`: `cgroup_freezer` or `sigstop`), by a
+    /// caller or for being idle (`idle`).
+    Paused {
+        method: PauseMethod,
+        #[serde(default)]
+        idle: bool,
+    },
+    /// The session's processes run again.
+    Resumed {},
+    /// A snapshot of the workspace was taken.
+    Snapshotted {
+        snapshot_id: String,
+    },
+}
+
+/// Why a session will end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WarningCode {
+    /// Nothing happened in it for its idle timeout.
+    SessionIdleTimeout,
+    /// It reaches its ttl.
+    SessionTtl,
+}
+
+/// How a paused session's processes are held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PauseMethod {
+    /// The session's cgroup is frozen (v1 `freezer.state`, v2 `cgroup.freeze`).
+    CgroupFreezer,
+    /// Each of its processes got SIGSTOP (no cgroup to freeze).
+    Sigstop,
 }
 
 impl SessionFrame {
@@ -419,6 +461,10 @@ impl SessionFrame {
             SessionFrame::Keyframe { .. } => "Keyframe",
             SessionFrame::Closed { .. } => "Closed",
             SessionFrame::Error { .. } => "Error",
+            SessionFrame::Warning { .. } => "Warning",
+            SessionFrame::Paused { .. } => "Paused",
+            SessionFrame::Resumed {} => "Resumed",
+            SessionFrame::Snapshotted { .. } => "Snapshotted",
         }
     }
 }

@@ -61,13 +61,18 @@ pub struct ExtensionSettings {
 }
 
 /// What `runtime/v1` says the runtime provides: only what ptyhost does.
-const CAPABILITIES: [&str; 5] = [
+const CAPABILITIES: [&str; 6] = [
     "pty.attach",
     "pty.observe",
     "pty.replay",
     "session.files",
     "task.cancel",
+    "warm_pool.manage",
 ];
+
+/// What a sandboxed session's workspace makes possible besides (snapshots need one).
+const WORKSPACE_CAPABILITIES: [&str; 3] =
+    ["instance.snapshot", "instance.restore", "instance.fork"];
 
 /// The provider of ptyhost's runtime kinds: its own sandbox, or the host's processes.
 const PROVIDER: &str = "ptyhost";
@@ -79,7 +84,7 @@ struct RuntimeParams<'a> {
     provider: &'static str,
     loadout: &'static str,
     instance_id: &'a str,
-    capabilities: [&'static str; 5],
+    capabilities: Vec<&'static str>,
 }
 
 /// `idempotency/v1`'s card params.
@@ -136,6 +141,15 @@ impl Agentic {
                 idempotency,
             }),
         })
+    }
+
+    /// The runtime's capabilities: exactly those that work on this server.
+    fn capabilities(&self) -> Vec<&'static str> {
+        let workspaces = match self.inner.settings.sandboxed {
+            true => &WORKSPACE_CAPABILITIES[..],
+            false => &[],
+        };
+        CAPABILITIES.iter().chain(workspaces).copied().collect()
     }
 
     pub fn profile(&self) -> Profile {
@@ -197,7 +211,7 @@ impl Agentic {
                     provider: PROVIDER,
                     loadout: s.loadout,
                     instance_id: &self.inner.instance_uuid,
-                    capabilities: CAPABILITIES,
+                    capabilities: self.capabilities(),
                 },
             ),
             AgentExtension::new(
@@ -251,7 +265,7 @@ impl Agentic {
         metadata.insert("runtime.provider".into(), Value::from(PROVIDER));
         metadata.insert(
             "runtime.capabilities".into(),
-            Value::from(CAPABILITIES.to_vec()),
+            Value::from(self.capabilities()),
         );
         let tenant = tenant::of(message)
             .ok()

@@ -1,11 +1,13 @@
 //! `ptyhost session export SID [--out FILE]`: a session from the store, as an asciicast v2
-//! recording, without a running server. `session net` and `session ports`: a running
-//! session's network, over a running server.
+//! recording, without a running server. Over a running server: `session net` and `session
+//! ports` (a running session's network), and `pause`, `resume`, `snapshot`, `fork` and
+//! `restore` (its lifecycle).
 
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
+use serde_json::json;
 use wire::control;
 
 use crate::config::{ServerArgs, SessionCommand, SessionCommandArgs, StoreArgs};
@@ -41,9 +43,66 @@ pub async fn run(args: SessionCommandArgs) -> Result<()> {
                 println!("{}\t{url}/ports/{}/{origin}", p.port, p.port);
             }
         }
+        SessionCommand::Pause { session, server } => {
+            let shown = lifecycle(&server, &session, "pause", json!({})).await?;
+            let shown: control::Session = serde_json::from_value(shown)?;
+            println!("{}", shown.state);
+        }
+        SessionCommand::Resume { session, server } => {
+            let shown = lifecycle(&server, &session, "resume", json!({})).await?;
+            let shown: control::Session = serde_json::from_value(shown)?;
+            println!("{}", shown.state);
+        }
+        SessionCommand::Snapshot {
+            session,
+            label,
+            server,
+        } => {
+            let body = json!(control::TakeSnapshot { label });
+            let taken = lifecycle(&server, &session, "snapshot", body).await?;
+            let taken: control::Snapshot = serde_json::from_value(taken)?;
+            println!(
+                "{}\t{} bytes\t{} files",
+                taken.snapshot_id, taken.bytes, taken.files
+            );
+        }
+        SessionCommand::Fork {
+            session,
+            count,
+            server,
+        } => {
+            let body = json!(control::Fork { count: Some(count) });
+            let forked = lifecycle(&server, &session, "fork", body).await?;
+            let forked: control::Forked = serde_json::from_value(forked)?;
+            for s in forked.sessions {
+                println!("{}", s.session_id);
+            }
+        }
+        SessionCommand::Restore { snapshot, server } => {
+            let url = format!("{}/sessions", server.url.trim_end_matches('/'));
+            let body = control::CreateSession {
+                from_snapshot: Some(snapshot),
+                ..Default::default()
+            };
+            let resp = call(&server, reqwest::Client::new().post(url).json(&body)).await?;
+            let shown: control::Session = resp.json().await?;
+            println!("{}", shown.session_id);
+        }
         SessionCommand::Export { session, out } => export(&args.store, session, out).await?,
     }
     Ok(())
+}
+
+/// `POST B/sessions/{session}:{op}` with `body`; the answer.
+async fn lifecycle(
+    server: &ServerArgs,
+    session: &str,
+    op: &str,
+    body: serde_json::Value,
+) -> Result<serde_json::Value> {
+    let url = format!("{}:{op}", session_url(server, session)?);
+    let resp = call(server, reqwest::Client::new().post(url).json(&body)).await?;
+    Ok(resp.json().await?)
 }
 
 /// `B/sessions/{session}` under the server's base.

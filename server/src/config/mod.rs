@@ -314,6 +314,22 @@ pub struct SessionArgs {
     pub shell_pool: usize,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+    /// Close a session after this long without input, output or a running task (`30m`;
+    /// off by default). A session's own `idle_timeout` overrides it.
+    #[arg(long, env = "PTYHOST_SESSION_IDLE_TIMEOUT", value_parser = humantime::parse_duration)]
+    pub session_idle_timeout: Option<Duration>,
+    /// No session lives longer than this (`8h`); a session's own `ttl` may be shorter, and
+    /// is this when it names none. Off by default.
+    #[arg(long, env = "PTYHOST_MAX_SESSION_TTL", value_parser = humantime::parse_duration)]
+    pub max_session_ttl: Option<Duration>,
+    /// Pause (freeze) a session idle this long; its next input, controller or task resumes
+    /// it. Off by default.
+    #[arg(long, env = "PTYHOST_PAUSE_WHEN_IDLE", value_parser = humantime::parse_duration)]
+    pub pause_when_idle: Option<Duration>,
+    /// Bytes all workspace snapshots may take together (they count against
+    /// --max-store-bytes too).
+    #[arg(long, env = "PTYHOST_MAX_SNAPSHOT_BYTES", default_value = "1GiB")]
+    pub max_snapshot_bytes: bytesize::ByteSize,
 }
 
 /// How sessions are confined.
@@ -555,6 +571,12 @@ impl SessionArgs {
             tmux_socket: None,
             shell_pool: self.shell_pool,
             sandbox: crate::sandbox::SandboxSettings::off(),
+            lifecycle: crate::sessions::Lifecycle {
+                idle_timeout: self.session_idle_timeout,
+                max_ttl: self.max_session_ttl,
+                pause_when_idle: self.pause_when_idle,
+                max_snapshot_bytes: self.max_snapshot_bytes.as_u64(),
+            },
         })
     }
 }

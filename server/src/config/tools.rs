@@ -42,6 +42,40 @@ pub enum SessionCommand {
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// Freeze every process of running session SID (input and tasks wait).
+    Pause {
+        session: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Thaw paused session SID.
+    Resume {
+        session: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Archive running session SID's workspace; prints the snapshot's id.
+    Snapshot {
+        session: String,
+        #[arg(long)]
+        label: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Snapshot session SID and start --count sessions from it; prints their ids.
+    Fork {
+        session: String,
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Start a session whose workspace is snapshot SNAPSHOT's; prints its id.
+    Restore {
+        snapshot: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
 }
 
 /// A running server and the token to call it with.

@@ -5,6 +5,7 @@
 pub mod assets;
 mod body;
 mod files;
+mod lifecycle;
 mod network;
 mod nodes;
 mod playback;
@@ -47,7 +48,14 @@ pub fn router(state: AppState, assets: assets::Assets, addr: std::net::SocketAdd
             get(sessions::show)
                 .delete(sessions::terminate)
                 .patch(network::update)
+                .post(lifecycle::action)
                 .route_layer(middleware::from_fn_with_state(state.clone(), to_owner)),
+        )
+        .route("/snapshots", get(lifecycle::list))
+        .route("/pool", get(lifecycle::pool).put(lifecycle::set_pool))
+        .route(
+            "/snapshots/{id}",
+            get(lifecycle::show).delete(lifecycle::delete),
         )
         .route(
             "/sessions/{sid}/share",
@@ -178,7 +186,9 @@ async fn to_owner(
     req: Request,
     next: Next,
 ) -> Response {
-    let owner = match params.get("sid") {
+    // `{sid}:pause` and the like name the session before the colon.
+    let sid = params.get("sid").map(|s| s.split(':').next().unwrap_or(s));
+    let owner = match sid {
         // Running here: no lookup.
         Some(sid) if state.sessions.live(&SessionId::from(sid)).is_some() => None,
         Some(sid) => match state.store.sessions().get(sid).await {
@@ -192,7 +202,7 @@ async fn to_owner(
     };
     let bearer = crate::state::header_bearer(req.headers());
     match crate::state::authenticate(&state, req.headers(), bearer).await {
-        Ok(who) if params.get("sid").is_some_and(|sid| who.sees_session(sid)) => {
+        Ok(who) if sid.is_some_and(|sid| who.sees_session(sid)) => {
             forward::http(&state.node, &who, &url, req)
                 .await
                 .unwrap_or_else(|| ApiError::node_unreachable().into_response())
@@ -266,10 +276,28 @@ async fn metrics(State(state): State<AppState>) -> Response {
             "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
         ));
     }
-    let taken = state.sessions.pool_taken();
-    body.push_str(&format!(
-        "# HELP ptyhost_shell_pool_taken_total Pooled shells taken by messages.\n# TYPE ptyhost_shell_pool_taken_total counter\nptyhost_shell_pool_taken_total {taken}\n"
-    ));
+    let pool = state.sessions.pool();
+    for (name, help, value) in [
+        (
+            "ptyhost_shell_pool_taken_total",
+            "Pooled shells taken by messages.",
+            pool.hits,
+        ),
+        (
+            "ptyhost_shell_pool_hits_total",
+            "Messages that found a pooled shell ready.",
+            pool.hits,
+        ),
+        (
+            "ptyhost_shell_pool_misses_total",
+            "Messages that asked the pool for a shell and found none ready.",
+            pool.misses,
+        ),
+    ] {
+        body.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
+        ));
+    }
     // Every node of the cluster as the store knows it (none while the store is down).
     if let Ok(nodes) = state.node.list().await {
         let families = [

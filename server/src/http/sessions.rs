@@ -41,6 +41,10 @@ pub(super) fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, ApiE
 
 pub(super) fn view_json(state: &AppState, v: &SessionView) -> control::Session {
     let r = &v.row;
+    let live = state.sessions.live(&SessionId::from(&r.id));
+    let lifetime = sessions::Lifetime::from_stored(r.lifetime.as_deref());
+    let paused = v.live.and_then(|l| l.paused);
+    let span = |d: Duration| humantime::format_duration(d).to_string();
     control::Session {
         session_id: r.id.clone(),
         instance_id: r.instance_id.clone(),
@@ -52,7 +56,10 @@ pub(super) fn view_json(state: &AppState, v: &SessionView) -> control::Session {
         session_class: r.class.clone(),
         cols: r.cols,
         rows: r.rows,
-        state: r.state.clone(),
+        state: match paused {
+            Some(_) => "paused".to_owned(),
+            None => r.state.clone(),
+        },
         exit_code: r.exit_code,
         close_reason: r.close_reason.clone(),
         created_at: clock::rfc3339(r.created_at),
@@ -66,12 +73,19 @@ pub(super) fn view_json(state: &AppState, v: &SessionView) -> control::Session {
             sessions::sandboxed::stored_limits(r).as_ref(),
             &state.sessions.settings().sandbox,
         )),
-        usage: state
-            .sessions
-            .live(&SessionId::from(&r.id))
-            .and_then(|h| h.sandboxed().and_then(|s| s.usage())),
+        usage: (live.as_ref()).and_then(|h| h.sandboxed().and_then(|s| s.usage())),
         workspace: r.workspace.clone(),
         ports: None,
+        ttl: lifetime.ttl().map(span),
+        idle_timeout: lifetime.idle_timeout().map(span),
+        ends_at: (live.as_ref())
+            .and_then(|h| h.ends_at_ms())
+            .map(clock::rfc3339),
+        paused: paused.map(|p| control::Paused {
+            since: clock::rfc3339(p.since_ms),
+            method: p.method,
+            idle: p.idle,
+        }),
     }
 }
 
@@ -115,19 +129,19 @@ pub async fn create(
     who: Principal,
     payload: Result<Json<control::CreateSession>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    require(&who, Scope::Control)?;
-    if who.session_id.is_some() {
-        return Err(ApiError::forbidden(
-            "a session-bound token cannot create sessions",
-        ));
-    }
     let c = body(payload)?;
     let sandbox = c
         .sandbox
         .map(serde_json::from_value)
         .transpose()
         .map_err(|e| ApiError::bad_request(format!("sandbox: {e}")))?;
-    let spec = SpecRequest {
+    let span = |what, s: &Option<control::Span>| {
+        s.as_ref()
+            .map(|s| sessions::span(what, s))
+            .transpose()
+            .map_err(spec_error)
+    };
+    let request = SpecRequest {
         argv: c.argv,
         command: c.command,
         cwd: c.cwd,
@@ -139,22 +153,49 @@ pub async fn create(
         label: c.label,
         sandbox,
         admin: who.scope >= Scope::Admin,
+        ttl: span("ttl", &c.ttl)?,
+        idle_timeout: span("idle_timeout", &c.idle_timeout)?,
+        from_snapshot: c.from_snapshot,
+    };
+    let session = start(&state, &who, request).await?;
+    Ok((StatusCode::CREATED, Json(session)).into_response())
+}
+
+fn spec_error(e: SpecError) -> ApiError {
+    let status = match e {
+        SpecError::Forbidden(_) => StatusCode::FORBIDDEN,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError::new(status, e.code(), e.to_string())
+}
+
+/// Starts a session for `who` (`pty:control`, not bound to a session); its JSON.
+pub(super) async fn start(
+    state: &AppState,
+    who: &Principal,
+    request: SpecRequest,
+) -> Result<control::Session, ApiError> {
+    require(who, Scope::Control)?;
+    if who.session_id.is_some() {
+        return Err(ApiError::forbidden(
+            "a session-bound token cannot create sessions",
+        ));
     }
-    .into_spec(state.sessions.settings())
-    .map_err(|e| {
-        let status = match e {
-            SpecError::Forbidden(_) => StatusCode::FORBIDDEN,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        ApiError::new(status, e.code(), e.to_string())
-    })?;
+    if let Some(id) = &request.from_snapshot
+        && state.store.snapshots().get(id).await?.is_none()
+    {
+        return Err(ApiError::not_found(format!("no snapshot {id}")));
+    }
+    let spec = request
+        .into_spec(state.sessions.settings())
+        .map_err(spec_error)?;
     let row = state.sessions.create(spec).await?;
     let view = state
         .sessions
         .view(&SessionId::from(&row.id))
         .await?
         .ok_or_else(|| anyhow::anyhow!("session {} vanished", row.id))?;
-    Ok((StatusCode::CREATED, Json(view_json(&state, &view))).into_response())
+    Ok(view_json(state, &view))
 }
 
 pub async fn list(

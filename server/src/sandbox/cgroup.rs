@@ -24,6 +24,8 @@ pub enum Hierarchy {
         pids: PathBuf,
         cpu: Option<PathBuf>,
         cpuacct: Option<PathBuf>,
+        /// Where sessions are paused, if the freezer controller is mounted.
+        freezer: Option<PathBuf>,
     },
     /// One folder with the memory, pids and cpu controllers enabled for its children.
     V2 { parent: PathBuf },
@@ -66,6 +68,7 @@ impl Hierarchy {
                 pids,
                 cpu,
                 cpuacct,
+                freezer,
             } => Cgroup::V1 {
                 memory: memory.join(id),
                 pids: pids.join(id),
@@ -74,6 +77,7 @@ impl Hierarchy {
                     .as_ref()
                     .filter(|a| Some(*a) != cpu.as_ref())
                     .map(|c| c.join(id)),
+                freezer: freezer.as_ref().map(|f| f.join(id)),
             },
             Hierarchy::V2 { parent } => Cgroup::V2 {
                 dir: parent.join(id),
@@ -127,6 +131,7 @@ pub enum Cgroup {
         pids: PathBuf,
         cpu: Option<PathBuf>,
         cpuacct: Option<PathBuf>,
+        freezer: Option<PathBuf>,
     },
     V2 {
         dir: PathBuf,
@@ -141,10 +146,17 @@ impl Cgroup {
                 pids,
                 cpu,
                 cpuacct,
-            } => [Some(memory), Some(pids), cpu.as_ref(), cpuacct.as_ref()]
-                .into_iter()
-                .flatten()
-                .collect(),
+                freezer,
+            } => [
+                Some(memory),
+                Some(pids),
+                cpu.as_ref(),
+                cpuacct.as_ref(),
+                freezer.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
             Cgroup::V2 { dir } => vec![dir],
         }
     }
@@ -164,6 +176,7 @@ impl Cgroup {
                 pids,
                 cpu,
                 cpuacct,
+                ..
             } => Usage {
                 memory_bytes: read(memory, "memory.usage_in_bytes").unwrap_or(0),
                 pids: read(pids, "pids.current").unwrap_or(0),
@@ -209,6 +222,50 @@ impl Cgroup {
             &format!("{} {}", efd.as_raw_fd(), control.as_raw_fd()),
         )?;
         Ok(Some(efd))
+    }
+
+    /// Freezes (`true`) or thaws every process of the session, and waits until the kernel
+    /// says it is done. False when there is no freezer here (v1 without the controller).
+    pub fn freeze(&self, frozen: bool) -> Result<bool> {
+        let (dir, file, value, done): (&Path, _, _, fn(&Path) -> bool) = match self {
+            Cgroup::V1 { freezer: None, .. } => return Ok(false),
+            Cgroup::V1 {
+                freezer: Some(dir), ..
+            } => (
+                dir,
+                "freezer.state",
+                if frozen { "FROZEN" } else { "THAWED" },
+                if frozen {
+                    |d| {
+                        std::fs::read_to_string(d.join("freezer.state"))
+                            .is_ok_and(|s| s.trim() == "FROZEN")
+                    }
+                } else {
+                    |d| {
+                        std::fs::read_to_string(d.join("freezer.state"))
+                            .is_ok_and(|s| s.trim() == "THAWED")
+                    }
+                },
+            ),
+            Cgroup::V2 { dir } => (
+                dir,
+                "cgroup.freeze",
+                if frozen { "1" } else { "0" },
+                if frozen {
+                    |d| keyed(d, "cgroup.events", "frozen") == Some(1)
+                } else {
+                    |d| keyed(d, "cgroup.events", "frozen") == Some(0)
+                },
+            ),
+        };
+        write(dir, file, value)?;
+        for _ in 0..200 {
+            if done(dir) {
+                return Ok(true);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        anyhow::bail!("{} did not become {value}", dir.join(file).display())
     }
 
     /// Removes the cgroup once its processes are gone (it waits a little for them).
@@ -290,6 +347,7 @@ fn v1(mountinfo: &str, own: &str) -> Option<Hierarchy> {
         pids: parent("pids")?,
         cpu: parent("cpu"),
         cpuacct: parent("cpuacct"),
+        freezer: parent("freezer"),
     })
 }
 

@@ -103,6 +103,24 @@ fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     }
 }
 
+impl Request {
+    /// What another session's sandbox is, asked for again (a fork's copies).
+    pub fn same_as(limits: &Limits, egress: Option<&Rules>) -> Request {
+        let network = match (limits.network, egress) {
+            (Network::None, Some(rules)) if !rules.0.is_empty() => NetworkRequest::Allow {
+                allow: rules.clone(),
+            },
+            (network, _) => NetworkRequest::Mode(network),
+        };
+        Request {
+            network: Some(network),
+            memory: Some(limits.memory_bytes),
+            pids: Some(limits.pids),
+            cpus: Some(limits.cpus),
+        }
+    }
+}
+
 /// `"256MiB"`, `"2GiB"`, `"1048576"`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     text.trim()

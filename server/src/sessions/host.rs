@@ -152,24 +152,15 @@ impl Tmux {
 
     /// What our PTY runs: a tmux client attached to the session.
     pub fn attach_spec(&self, session_id: &str, cols: u16, rows: u16) -> SessionSpec {
-        SessionSpec {
-            argv: vec![
-                "tmux".into(),
-                "-S".into(),
-                self.socket.display().to_string(),
-                "attach-session".into(),
-                "-t".into(),
-                format!("={}", Tmux::name(session_id)),
-            ],
-            shell_integration: false,
-            cwd: None,
-            env: Default::default(),
-            cols,
-            rows,
-            label: None,
-            host: Host::Native,
-            confined: None,
-        }
+        let argv = vec![
+            "tmux".into(),
+            "-S".into(),
+            self.socket.display().to_string(),
+            "attach-session".into(),
+            "-t".into(),
+            format!("={}", Tmux::name(session_id)),
+        ];
+        SessionSpec::plain(argv, cols, rows)
     }
 }
 

@@ -3,14 +3,14 @@
 
 mod actor;
 
-pub use actor::{TaskEvent, TaskRun, viewer_queue};
+pub use actor::{Pause, TaskEvent, TaskRun, Timing, viewer_queue};
 
 pub mod host;
 pub mod marks;
 mod output;
 pub use output::OutputRead;
 mod pool;
-pub use pool::READY_WAIT;
+pub use pool::{PoolView, READY_WAIT};
 mod protocol;
 pub mod pty;
 pub mod sandboxed;
@@ -19,9 +19,11 @@ mod recovery;
 pub mod replay;
 pub mod retention;
 pub mod screen;
+mod snapshots;
 mod spec;
 pub use protocol::*;
 pub use recovery::{Resumed, rebuild_screen};
+pub use snapshots::LifecycleError;
 pub use spec::*;
 
 use std::collections::HashMap;
@@ -67,6 +69,20 @@ pub struct SessionSettings {
     pub shell_pool: usize,
     /// How sessions are confined (`--sandbox`).
     pub sandbox: crate::sandbox::SandboxSettings,
+    pub lifecycle: Lifecycle,
+}
+
+/// How long sessions live, and what they may keep.
+#[derive(Debug, Clone, Default)]
+pub struct Lifecycle {
+    /// `--session-idle-timeout`.
+    pub idle_timeout: Option<Duration>,
+    /// `--max-session-ttl`.
+    pub max_ttl: Option<Duration>,
+    /// `--pause-when-idle`.
+    pub pause_when_idle: Option<Duration>,
+    /// `--max-snapshot-bytes`.
+    pub max_snapshot_bytes: u64,
 }
 
 /// Live facts about a session for listings.
@@ -78,6 +94,12 @@ pub struct LiveStatus {
     pub rows: u16,
     /// The program is a shell that has printed its first prompt.
     pub prompted: bool,
+    /// A task runs or waits: the session is not idle.
+    pub busy: bool,
+    pub paused: Option<Pause>,
+    /// When its ttl ends (unix ms).
+    pub ttl_end_ms: Option<i64>,
+    pub idle_timeout: Option<Duration>,
 }
 
 #[derive(Clone)]
@@ -93,9 +115,21 @@ pub struct SessionHandle {
     program: Arc<pty::ProgramPid>,
     host: Host,
     sandboxed: Option<Arc<Sandboxed>>,
+    /// When something last happened in it (unix ms).
+    last_active: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl SessionHandle {
+    /// When the session will close if nothing happens first (unix ms): its ttl's end, or
+    /// its idle timeout counted from its last activity, whichever comes first.
+    pub fn ends_at_ms(&self) -> Option<i64> {
+        let status = self.status();
+        let idle_end = (status.idle_timeout)
+            .filter(|_| !status.busy)
+            .map(|t| self.last_active.load(Ordering::Relaxed) + t.as_millis() as i64);
+        [status.ttl_end_ms, idle_end].into_iter().flatten().min()
+    }
+
     /// Its program runs in a sandbox.
     pub fn is_sandboxed(&self) -> bool {
         self.sandboxed.is_some()
@@ -208,12 +242,12 @@ impl Sessions {
             inner: Arc::new(Inner {
                 store,
                 audit,
+                pool: pool::Pool::new(settings.shell_pool),
                 settings,
                 instance_id,
                 node_id,
                 live: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
-                pool: pool::Pool::default(),
             }),
         }
     }
@@ -261,6 +295,7 @@ impl Sessions {
                 let egress = s.net.as_ref().map(|n| n.rules());
                 sandboxed::stored(&s.limits, egress.as_ref())
             }),
+            lifetime: spec.lifetime.stored(),
             env: spec.env.clone(),
             backend: spec.host.backend().into(),
             class: spec.host.class().into(),
@@ -276,13 +311,29 @@ impl Sessions {
             closed_at: None,
         };
         self.inner.store.sessions().insert(&row).await?;
-        let started = self.start_program(&id, &spec, sandboxed.as_deref()).await;
+        let restored = match (&spec.from_snapshot, &sandboxed) {
+            (Some(snapshot), Some(s)) => {
+                crate::lifecycle::restore(&self.inner.store, snapshot, &s.workspace)
+                    .await
+                    .map_err(anyhow::Error::from)
+            }
+            _ => Ok(()),
+        };
+        let started = match restored {
+            Ok(()) => self.start_program(&id, &spec, sandboxed.as_deref()).await,
+            Err(e) => Err(e),
+        };
         match started {
             Ok((pty, events)) => {
                 let screen = screen::Screen::new(spec.cols, spec.rows);
                 let resumed = Resumed {
                     reserved: actor::RESERVE_AHEAD,
                     ..Resumed::default()
+                };
+                let timing = Timing {
+                    lifetime: spec.lifetime,
+                    since_ms: row.created_at,
+                    armed: state != "pooled",
                 };
                 self.launch(
                     &id,
@@ -293,6 +344,7 @@ impl Sessions {
                     spec.shell_integration,
                     resumed,
                     sandboxed,
+                    timing,
                 );
                 tracing::info!(session_id = %row.id, argv = ?row.argv, host = spec.host.backend(), sandboxed = spec.confined.is_some(), "session started");
             }
@@ -366,6 +418,7 @@ impl Sessions {
         shell_integration: bool,
         resumed: Resumed,
         sandboxed: Option<Arc<Sandboxed>>,
+        timing: Timing,
     ) {
         let handle = actor::start(
             &self.inner.tasks,
@@ -382,6 +435,7 @@ impl Sessions {
                 host,
                 resumed,
                 sandboxed,
+                timing,
             },
         );
         if let Some(s) = &handle.sandboxed {
@@ -496,6 +550,7 @@ mod tests {
             tmux_socket: None,
             shell_pool: 0,
             sandbox: crate::sandbox::SandboxSettings::off(),
+            lifecycle: Lifecycle::default(),
         }
     }
 

@@ -22,7 +22,6 @@ pub const READY_WAIT: Duration = Duration::from_secs(20);
 /// The pause before a pool that failed to start a shell tries again.
 const RETRY: Duration = Duration::from_secs(1);
 
-#[derive(Default)]
 pub(super) struct Pool {
     state: Mutex<State>,
 }
@@ -37,11 +36,36 @@ struct State {
     members: HashSet<String>,
     /// Shells taken so far.
     taken: u64,
+    /// Asked for a shell and found none ready.
+    missed: u64,
+    /// How many it keeps (`--shell-pool`, or `PUT B/pool`).
+    wanted: usize,
+    /// The sandbox its shells start with, as asked (`None`: the server's defaults).
+    sandbox: Option<serde_json::Value>,
     /// Set once the server stops: the pool refills no more.
     closed: bool,
 }
 
+/// The pool as it is now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolView {
+    pub wanted: usize,
+    pub sandbox: Option<serde_json::Value>,
+    pub ready: usize,
+    pub hits: u64,
+    pub misses: u64,
+}
+
 impl Pool {
+    pub(super) fn new(wanted: usize) -> Pool {
+        Pool {
+            state: Mutex::new(State {
+                wanted,
+                ..State::default()
+            }),
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -54,9 +78,61 @@ impl Sessions {
         state.ready.len() + state.starting
     }
 
-    /// Pooled shells taken by messages so far.
-    pub fn pool_taken(&self) -> u64 {
-        self.inner.pool.state().taken
+    /// Its size, sandbox and counts.
+    pub fn pool(&self) -> PoolView {
+        let state = self.inner.pool.state();
+        PoolView {
+            wanted: state.wanted,
+            sandbox: state.sandbox.clone(),
+            ready: state.ready.len(),
+            hits: state.taken,
+            misses: state.missed,
+        }
+    }
+
+    /// Keeps `wanted` shells from now on, started with `sandbox` when it is given. Ready
+    /// shells beyond the size, or started with another sandbox, are ended; the pool fills
+    /// behind. Refused when the sandbox is one this server cannot give.
+    pub async fn set_pool(
+        &self,
+        wanted: Option<usize>,
+        sandbox: Option<serde_json::Value>,
+    ) -> Result<PoolView, super::SpecError> {
+        if let Some(asked) = &sandbox {
+            pool_spec(&self.inner.settings, Some(asked))?;
+        }
+        let ended: Vec<String> = {
+            let mut state = self.inner.pool.state();
+            let mut ended = Vec::new();
+            if let Some(asked) = sandbox
+                && state.sandbox.as_ref() != Some(&asked)
+            {
+                state.sandbox = Some(asked);
+                ended.extend(state.ready.drain(..));
+            }
+            if let Some(wanted) = wanted {
+                state.wanted = wanted;
+            }
+            while state.ready.len() > state.wanted {
+                ended.extend(state.ready.pop_back());
+            }
+            for id in &ended {
+                state.members.remove(id);
+            }
+            ended
+        };
+        for id in ended {
+            if let Some(handle) = self.live(&SessionId::from(&id)) {
+                handle
+                    .tell(super::SessionCommand::Terminate(
+                        wire::CloseReason::InstanceTerminated,
+                    ))
+                    .await;
+            }
+            self.pooled_ended(&id);
+        }
+        self.fill_pool();
+        Ok(self.pool())
     }
 
     /// Pooled sessions that run (ready or printing their first prompt).
@@ -66,11 +142,10 @@ impl Sessions {
 
     /// Starts pooled shells until the pool holds `--shell-pool` of them.
     pub fn fill_pool(&self) {
-        let wanted = self.inner.settings.shell_pool;
         loop {
             {
                 let mut state = self.inner.pool.state();
-                if state.closed || state.ready.len() + state.starting >= wanted {
+                if state.closed || state.ready.len() + state.starting >= state.wanted {
                     return;
                 }
                 state.starting += 1;
@@ -100,7 +175,8 @@ impl Sessions {
 
     /// Starts one pooled shell and waits for its first prompt; its id once it is ready.
     async fn start_pooled(&self) -> Option<String> {
-        let spec = match SpecRequest::default().into_spec(&self.inner.settings) {
+        let sandbox = self.inner.pool.state().sandbox.clone();
+        let spec = match pool_spec(&self.inner.settings, sandbox.as_ref()) {
             Ok(spec) if spec.shell_integration => spec,
             Ok(_) => {
                 tracing::warn!("the default shell has no integration: the shell pool stays empty");
@@ -151,7 +227,10 @@ impl Sessions {
         loop {
             let id = {
                 let mut state = self.inner.pool.state();
-                let id = state.ready.pop_front()?;
+                let Some(id) = state.ready.pop_front() else {
+                    state.missed += 1;
+                    return None;
+                };
                 state.members.remove(&id);
                 id
             };
@@ -168,6 +247,8 @@ impl Sessions {
             {
                 Ok(true) => {
                     self.inner.pool.state().taken += 1;
+                    // Its ttl and idle clocks start now.
+                    handle.tell(super::SessionCommand::Arm).await;
                     tracing::info!(session_id = %id, "took a shell from the pool");
                     return Some(handle);
                 }
@@ -213,4 +294,22 @@ impl Sessions {
     pub(super) fn close_pool(&self) {
         self.inner.pool.state().closed = true;
     }
+}
+
+/// What a pooled shell runs: the default shell, in `sandbox` (a pool's policy is the
+/// operator's, so it may raise caps).
+fn pool_spec(
+    settings: &super::SessionSettings,
+    sandbox: Option<&serde_json::Value>,
+) -> Result<super::SessionSpec, super::SpecError> {
+    let sandbox = sandbox
+        .map(|s| serde_json::from_value(s.clone()))
+        .transpose()
+        .map_err(|e| super::SpecError::Invalid(format!("sandbox: {e}")))?;
+    SpecRequest {
+        sandbox,
+        admin: true,
+        ..SpecRequest::default()
+    }
+    .into_spec(settings)
 }

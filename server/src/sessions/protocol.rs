@@ -317,5 +317,13 @@ pub enum SessionCommand {
     TaskUpdate(TaskUpdate),
     /// Which retained frames follow this sequence.
     Replay(u64, oneshot::Sender<Replay>),
+    /// Freezes the session (`true`: for a snapshot, which resumes it when taken).
+    Pause(bool, oneshot::Sender<Result<super::Pause, SessionRefusal>>),
+    /// Thaws it; false when it was not paused.
+    Resume(oneshot::Sender<bool>),
+    /// A snapshot was taken (its id) or failed.
+    Snapshotted(Option<String>),
+    /// A pooled shell was taken: its ttl and idle clocks start now.
+    Arm,
     Terminate(CloseReason),
 }

@@ -271,6 +271,27 @@ impl Pty {
     }
 
     /// Sends `signal` to the process group the session leader heads.
+    /// Stops (`true`) or continues every process of the session, its program's children
+    /// and theirs: the parent first on the way down, last on the way up, so that no shell
+    /// sees its job stopped.
+    pub fn stop_tree(&self, stop: bool) {
+        let Some(root) = self.pid else {
+            return;
+        };
+        let mut tree = sys::descendants(root);
+        tree.insert(0, root);
+        let signal = match stop {
+            true => Signal::STOP,
+            false => {
+                tree.reverse();
+                Signal::CONT
+            }
+        };
+        for pid in tree {
+            let _ = sys::signal_process(pid, signal);
+        }
+    }
+
     pub fn signal_group(&self, signal: Signal) {
         if let Some(pid) = self.pid {
             // The child called setsid(), so its pid is its process group id.
@@ -320,24 +341,12 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::sessions::host::Host;
 
     #[tokio::test]
     async fn input_the_terminal_cannot_take_yet_arrives_later_in_order() {
         // Raw mode, and nobody reads for a while: the terminal's input buffers fill up.
-        let spec = SessionSpec {
-            argv: ["sh", "-c", "stty raw -echo; sleep 1; exec cat"]
-                .map(String::from)
-                .to_vec(),
-            shell_integration: false,
-            cwd: None,
-            env: Default::default(),
-            cols: 80,
-            rows: 24,
-            label: None,
-            host: Host::Native,
-            confined: None,
-        };
+        let argv = ["sh", "-c", "stty raw -echo; sleep 1; exec cat"];
+        let spec = SessionSpec::plain(argv.map(String::from).to_vec(), 80, 24);
         let (pty, mut events) = spawn(&spec).unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
         let sent: Vec<u8> = (0..20_000)

@@ -134,6 +134,11 @@ impl Sessions {
             false,
             resumed,
             sandboxed,
+            super::Timing {
+                lifetime: super::Lifetime::from_stored(row.lifetime.as_deref()),
+                since_ms: row.created_at,
+                armed: true,
+            },
         );
         tracing::info!(session_id = %row.id, sequence, "re-adopted a managed session");
         Ok(true)

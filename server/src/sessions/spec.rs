@@ -118,6 +118,53 @@ pub struct SpecRequest {
     pub sandbox: Option<sandbox::Request>,
     /// The caller holds `pty:admin`: it may raise sandbox limits.
     pub admin: bool,
+    /// Its absolute lifetime; at most the server's `--max-session-ttl`.
+    pub ttl: Option<std::time::Duration>,
+    /// How long it may idle before it closes (the server's `--session-idle-timeout` else).
+    pub idle_timeout: Option<std::time::Duration>,
+    /// A snapshot whose workspace it starts with (a sandboxed session only).
+    pub from_snapshot: Option<String>,
+}
+
+/// A duration from JSON: `"5m"` as the flags take it, or a number of seconds.
+pub fn span(what: &str, span: &wire::control::Span) -> Result<std::time::Duration, SpecError> {
+    let bad = |why: String| SpecError::Invalid(format!("{what}: {why}"));
+    match span {
+        wire::control::Span::Seconds(s) => std::time::Duration::try_from_secs_f64(*s)
+            .map_err(|_| bad(format!("{s} is no number of seconds"))),
+        wire::control::Span::Text(t) => {
+            humantime::parse_duration(t).map_err(|e| bad(format!("{t:?}: {e}")))
+        }
+    }
+}
+
+/// A session's own lifetime, stored with it (JSON) so that a re-adopted session keeps it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Lifetime {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
+}
+
+impl Lifetime {
+    pub fn ttl(&self) -> Option<std::time::Duration> {
+        self.ttl_ms.map(std::time::Duration::from_millis)
+    }
+
+    pub fn idle_timeout(&self) -> Option<std::time::Duration> {
+        self.idle_timeout_ms.map(std::time::Duration::from_millis)
+    }
+
+    /// Its stored form; `None` for a session that lives until it is ended.
+    pub fn stored(&self) -> Option<String> {
+        (*self != Lifetime::default()).then(|| serde_json::to_string(self).unwrap_or_default())
+    }
+
+    pub fn from_stored(text: Option<&str>) -> Lifetime {
+        text.and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// A sandboxed session's confinement: its caps and its workspace.
@@ -143,6 +190,29 @@ pub struct SessionSpec {
     pub host: Host,
     /// `None` when the server runs with `--sandbox off`.
     pub confined: Option<Confined>,
+    pub lifetime: Lifetime,
+    /// The snapshot to unpack into its fresh workspace before it starts.
+    pub from_snapshot: Option<String>,
+}
+
+impl SessionSpec {
+    /// `argv` on a PTY of `cols`×`rows`, and nothing else: no shell integration, no
+    /// sandbox, the server's environment.
+    pub fn plain(argv: Vec<String>, cols: u16, rows: u16) -> SessionSpec {
+        SessionSpec {
+            argv,
+            shell_integration: false,
+            cwd: None,
+            env: Default::default(),
+            cols,
+            rows,
+            label: None,
+            host: Host::Native,
+            confined: None,
+            lifetime: Lifetime::default(),
+            from_snapshot: None,
+        }
+    }
 }
 
 impl SpecRequest {
@@ -156,6 +226,12 @@ impl SpecRequest {
         )?;
         let invalid = |m: &str| Err(SpecError::Invalid(m.to_owned()));
         let confined = self.confinement(settings)?;
+        let lifetime = self.lifetime(settings)?;
+        if self.from_snapshot.is_some() && (confined.is_none() || self.cwd.is_some()) {
+            return invalid(
+                "from_snapshot needs a sandboxed session with a fresh workspace (no cwd)",
+            );
+        }
         let mut shell_integration = false;
         let argv = match (self.argv, self.command) {
             (Some(_), Some(_)) => return invalid("give argv or command, not both"),
@@ -222,6 +298,33 @@ impl SpecRequest {
             shell_integration: shell_integration && host == Host::Native,
             host,
             confined,
+            lifetime,
+            from_snapshot: self.from_snapshot,
+        })
+    }
+
+    /// The ttl (the server's maximum when none is asked) and the idle timeout.
+    fn lifetime(&self, settings: &SessionSettings) -> Result<Lifetime, SpecError> {
+        let l = &settings.lifecycle;
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let positive = |what: &str, d: Option<std::time::Duration>| match d {
+            Some(d) if d.is_zero() => Err(SpecError::Invalid(format!("{what} must be positive"))),
+            d => Ok(d),
+        };
+        let ttl = match (positive("ttl", self.ttl)?, l.max_ttl) {
+            (Some(t), Some(max)) if t > max => {
+                return Err(SpecError::Invalid(format!(
+                    "ttl {} is longer than this server's --max-session-ttl {}",
+                    humantime::format_duration(t),
+                    humantime::format_duration(max)
+                )));
+            }
+            (t, max) => t.or(max),
+        };
+        let idle = positive("idle_timeout", self.idle_timeout)?.or(l.idle_timeout);
+        Ok(Lifetime {
+            ttl_ms: ttl.map(ms),
+            idle_timeout_ms: idle.map(ms),
         })
     }
 

@@ -1,6 +1,6 @@
 //! The one place for SQL, on SQLite or PostgreSQL through sqlx's `Any` driver: sessions and tokens here, replay frames
 //! (`frames`), tasks and push configs (`tasks`), the audit trail and A202 streams (`records`),
-//! idempotency/v1's cache (`idempotency`).
+//! idempotency/v1's cache (`idempotency`), workspace snapshots (`snapshots`).
 //! Migrations are embedded and applied on open; the schema sticks to portable types.
 
 mod frames;
@@ -9,6 +9,7 @@ mod nodes;
 mod records;
 mod retention;
 mod sessions;
+mod snapshots;
 mod tasks;
 mod tokens;
 pub use frames::*;
@@ -16,6 +17,7 @@ pub use idempotency::*;
 pub use nodes::*;
 pub use records::*;
 pub use sessions::*;
+pub use snapshots::*;
 pub use tasks::*;
 pub use tokens::*;
 
@@ -44,6 +46,7 @@ pub struct Store {
     records: Records,
     idempotency: Idempotency,
     nodes: Nodes,
+    snapshots: Snapshots,
 }
 
 /// The pool and the SQL dialect every handle shares.
@@ -179,6 +182,7 @@ impl Store {
             records: Records(db.clone()),
             idempotency: Idempotency(db.clone()),
             nodes: Nodes(db.clone()),
+            snapshots: Snapshots(db.clone()),
             db,
         })
     }
@@ -213,6 +217,10 @@ impl Store {
 
     pub fn nodes(&self) -> &Nodes {
         &self.nodes
+    }
+
+    pub fn snapshots(&self) -> &Snapshots {
+        &self.snapshots
     }
 
     /// Runs `write` until it succeeds, backing off from 50 ms to 1 s; the store counts as

@@ -89,13 +89,14 @@ impl Frames {
     }
 
     /// The bytes the database holds: on SQLite its file's pages less the free ones; on
-    /// PostgreSQL what its frames and tasks hold (its files give space back to the system
+    /// PostgreSQL what its frames, tasks and snapshots hold (its files give space back to the system
     /// only on a full vacuum, so their size would not fall as history is dropped).
     pub async fn bytes_in_use(&self) -> Result<u64> {
         if self.backend == Backend::Postgres {
             let v: i64 = sqlx::query_scalar(
                 "SELECT CAST(COALESCE((SELECT SUM(bytes) FROM frames), 0)
-                   + COALESCE((SELECT SUM(octet_length(task)) FROM tasks), 0) AS BIGINT)",
+                   + COALESCE((SELECT SUM(octet_length(task)) FROM tasks), 0)
+                   + COALESCE((SELECT SUM(octet_length(data)) FROM snapshot_chunks), 0) AS BIGINT)",
             )
             .fetch_one(&self.pool)
             .await?;

@@ -34,6 +34,8 @@ pub struct SessionRow {
     pub workspace: Option<String>,
     /// A sandboxed session's limits (JSON).
     pub sandbox: Option<String>,
+    /// Its own lifetime (JSON: `ttl_ms`, `idle_timeout_ms`).
+    pub lifetime: Option<String>,
 }
 
 /// The sessions table.
@@ -47,9 +49,9 @@ impl Sessions {
         sqlx::query(
             "INSERT INTO sessions (id, instance_id, label, argv, cwd, env, backend, class, cols, rows,
              state, exit_code, close_reason, last_sequence, sequence_reserved, created_at, closed_at,
-             start_cols, start_rows, node_id, workspace, sandbox)
+             start_cols, start_rows, node_id, workspace, sandbox, lifetime)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-             $20, $21, $22)",
+             $20, $21, $22, $23)",
         )
         .bind(&s.id)
         .bind(&s.instance_id)
@@ -73,6 +75,7 @@ impl Sessions {
         .bind(&s.node_id)
         .bind(&s.workspace)
         .bind(&s.sandbox)
+        .bind(&s.lifetime)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -203,7 +206,7 @@ impl Sessions {
 
 pub(super) const SESSION_COLUMNS: &str = "id, instance_id, node_id, label, argv, cwd, env, backend, class, cols, rows, \
      state, exit_code, close_reason, last_sequence, replay_floor, sequence_reserved, created_at, \
-     closed_at, workspace, sandbox";
+     closed_at, workspace, sandbox, lifetime";
 
 pub(super) fn session_row(r: &AnyRow) -> Result<SessionRow> {
     Ok(SessionRow {
@@ -228,5 +231,6 @@ pub(super) fn session_row(r: &AnyRow) -> Result<SessionRow> {
         closed_at: r.get("closed_at"),
         workspace: r.get("workspace"),
         sandbox: r.get("sandbox"),
+        lifetime: r.get("lifetime"),
     })
 }

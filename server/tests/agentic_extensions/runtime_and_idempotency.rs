@@ -20,11 +20,20 @@ async fn runtime_conf_001_and_006_the_card_declares_the_extensions_and_a_stable_
     assert_eq!(params["loadout"], "shell");
     let id = params["instance_id"].as_str().unwrap();
     assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version_num(), 4);
-    assert!(
-        params["capabilities"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("pty.attach"))
+    assert_eq!(
+        params["capabilities"],
+        json!([
+            "pty.attach",
+            "pty.observe",
+            "pty.replay",
+            "session.files",
+            "task.cancel",
+            "warm_pool.manage",
+            "instance.snapshot",
+            "instance.restore",
+            "instance.fork"
+        ]),
+        "exactly what works"
     );
     assert!(params.get("image_ref").is_none());
     let tenant = &extension(&c, TENANT)["params"];
@@ -56,6 +65,11 @@ async fn a_server_with_the_sandbox_off_declares_the_host_runtime() {
     let s = TestServer::start(&["--sandbox", "off"]).await;
     let c = card(&s).await;
     assert_eq!(extension(&c, RUNTIME)["params"]["runtime"], "host");
+    let capabilities = &extension(&c, RUNTIME)["params"]["capabilities"];
+    assert!(
+        !capabilities.to_string().contains("instance."),
+        "no workspaces, no snapshots: {capabilities}"
+    );
     let sent = post(
         &s,
         "/message:send",

@@ -44,6 +44,7 @@ fn session(id: &str, node: &str, state: &str) -> SessionRow {
         closed_at: None,
         workspace: None,
         sandbox: None,
+        lifetime: None,
     }
 }
 

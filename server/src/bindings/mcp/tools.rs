@@ -170,6 +170,7 @@ impl Terminal {
             label: p.label,
             sandbox,
             admin: who.scope >= Scope::Admin,
+            ..Default::default()
         }
         .into_spec(sessions.settings())
         .map_err(|e| match e {

@@ -360,6 +360,25 @@ fn session_frame(seq: Option<u64>, ts: &str, session: SessionFrame) -> String {
             };
             frame("error", seq, ts, error)
         }
+        SessionFrame::Warning { code, message, at } => frame(
+            "warning",
+            seq,
+            ts,
+            serde_json::json!({ "code": code, "message": message, "at": at }),
+        ),
+        SessionFrame::Paused { method, idle } => frame(
+            "paused",
+            seq,
+            ts,
+            serde_json::json!({ "method": method, "idle": idle }),
+        ),
+        SessionFrame::Resumed {} => frame("resumed", seq, ts, serde_json::json!({})),
+        SessionFrame::Snapshotted { snapshot_id } => frame(
+            "snapshotted",
+            seq,
+            ts,
+            serde_json::json!({ "snapshot_id": snapshot_id }),
+        ),
     }
 }
 
@@ -439,6 +458,7 @@ fn pty_error(code: PtyErrorCode) -> (&'static str, u16) {
         PtyErrorCode::PtyWriteFailed => ("pty.write_failed", 500),
         PtyErrorCode::PtyResizeFailed => ("pty.resize_failed", 500),
         PtyErrorCode::KeyframeUnavailable => ("keyframe.unavailable", 503),
+        PtyErrorCode::SessionPaused => ("session.paused", 409),
     }
 }
 

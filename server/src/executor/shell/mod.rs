@@ -135,6 +135,13 @@ impl Shell {
                 match pooled {
                     Some(handle) => handle,
                     None => {
+                        if let Some(id) = own.as_ref().and_then(|o| o.from_snapshot.as_deref())
+                            && self.sessions.store().snapshots().get(id).await?.is_none()
+                        {
+                            return Err(ExecutorRefusal::InvalidParams(format!(
+                                "from_snapshot {id} names no snapshot"
+                            )));
+                        }
                         let spec = own
                             .unwrap_or_default()
                             .into_spec(self.sessions.settings())
@@ -388,12 +395,15 @@ pub fn command_line(message: &Message) -> Result<String, ExecutorRefusal> {
     Ok(text)
 }
 
-/// The cwd and env a message's data part asks for, as a session request (`None`: the
-/// default shell will do).
+/// The data part keys that ask for a session of the message's own.
+const OWN_PLACE: [&str; 4] = ["cwd", "env", "sandbox", "from_snapshot"];
+
+/// The cwd, env, sandbox and snapshot a message's data part asks for, as a session
+/// request (`None`: the default shell will do). `from_snapshot` branches from a snapshot
+/// by message alone.
 fn own_place(message: &Message, who: &Principal) -> Result<Option<SpecRequest>, ExecutorRefusal> {
     let Some(data) = command_data(message).or_else(|| {
-        command_data_parts(message)
-            .find(|d| ["cwd", "env", "sandbox"].iter().any(|k| d.get(k).is_some()))
+        command_data_parts(message).find(|d| OWN_PLACE.iter().any(|k| d.get(k).is_some()))
     }) else {
         return Ok(None);
     };
@@ -408,15 +418,24 @@ fn own_place(message: &Message, who: &Principal) -> Result<Option<SpecRequest>, 
         .map(|s| serde_json::from_value::<crate::sandbox::Request>(s.clone()))
         .transpose()
         .map_err(|e| ExecutorRefusal::InvalidParams(format!("sandbox: {e}")))?;
-    Ok(
-        (cwd.is_some() || env.is_some() || sandbox.is_some()).then(|| SpecRequest {
-            cwd,
-            env,
-            sandbox,
-            admin: who.scope >= crate::auth::Scope::Admin,
-            ..SpecRequest::default()
-        }),
-    )
+    let from_snapshot = data
+        .get("from_snapshot")
+        .map(|v| v.as_str().map(str::to_owned))
+        .map(|v| {
+            v.ok_or_else(|| {
+                ExecutorRefusal::InvalidParams("from_snapshot must be a snapshot id".into())
+            })
+        })
+        .transpose()?;
+    let own = cwd.is_some() || env.is_some() || sandbox.is_some() || from_snapshot.is_some();
+    Ok(own.then(|| SpecRequest {
+        cwd,
+        env,
+        sandbox,
+        admin: who.scope >= crate::auth::Scope::Admin,
+        from_snapshot,
+        ..SpecRequest::default()
+    }))
 }
 
 /// The first data part that gives a command (`argv`).

@@ -181,6 +181,7 @@ impl Actor {
     }
 
     pub(super) fn output(&mut self, data: Vec<u8>) {
+        self.clocks.touch();
         self.screen.feed(&data);
         if let Some(ShellSide { scanner, state }) = self.shell.as_mut() {
             let (pty, prompted) = (&self.pty, state.prompted);
@@ -223,12 +224,17 @@ impl Actor {
 
     pub(super) fn publish_status(&self) {
         let (cols, rows) = self.screen.size();
+        let (ttl_end_ms, idle_timeout) = self.clocks.limits();
         self.status.send_replace(LiveStatus {
             controllers: self.members.count(Role::Controller),
             observers: self.members.count(Role::Observer),
             cols,
             rows,
             prompted: self.shell.as_ref().is_some_and(|s| s.state.prompted),
+            busy: self.busy(),
+            paused: self.clocks.paused,
+            ttl_end_ms,
+            idle_timeout,
         });
     }
 

@@ -24,6 +24,9 @@ impl Actor {
         }
         let (Granted { role, downgrade }, first_controller) =
             self.members.admit(req.role, req.scope)?;
+        if role == Role::Controller {
+            self.activity();
+        }
         if first_controller && let Some((cols, rows)) = req.size {
             self.apply_resize(cols, rows)
                 .map_err(|m| SessionRefusal::new(ErrorCode::Internal, m))?;
@@ -123,6 +126,15 @@ impl Actor {
 
     pub(super) fn input(&mut self, client_id: &str, data: Vec<u8>) -> Result<(), SessionRefusal> {
         self.controller(client_id, "input")?;
+        if let Err(refused) = self.refuse_if_paused("input") {
+            let frame = self.personal(SessionFrame::Error {
+                code: PtyErrorCode::SessionPaused,
+                message: refused.message,
+            });
+            self.deliver_to(client_id, frame);
+            return Ok(());
+        }
+        self.activity();
         if let Err(e) = self.pty.write(data) {
             let code = PtyErrorCode::PtyWriteFailed;
             let message = match e {
@@ -140,6 +152,8 @@ impl Actor {
 
     /// An agent's keys (MCP `send_keys`), typed without a membership.
     pub(super) fn type_in(&mut self, data: Vec<u8>) -> Result<(), SessionRefusal> {
+        self.refuse_if_paused("input")?;
+        self.activity();
         self.pty.write(data).map_err(|e| {
             let message = match e {
                 InputError::Full => "input dropped: the program is not reading its terminal",
@@ -216,6 +230,9 @@ impl Actor {
         });
         self.deliver(i, Outbound::Frame(assigned));
         if granted != current {
+            if granted == Role::Controller {
+                self.activity();
+            }
             self.members[i].role = granted;
             self.audit.record(
                 audit::Record::new(audit::Event::RoleChanged, &self.id)

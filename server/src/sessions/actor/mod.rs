@@ -16,11 +16,12 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::task::TaskTracker;
-use wire::{self, CloseReason};
+use wire::{self, CloseReason, SessionFrame};
 
 mod backlog;
 mod ending;
 mod fanout;
+mod lifetime;
 mod members;
 mod persist;
 mod roster;
@@ -36,6 +37,7 @@ use super::screen::Screen;
 use super::{LiveStatus, Outbound, SessionCommand, SessionHandle, SessionSettings, Sessions};
 use crate::clock;
 use crate::store::Store;
+pub use lifetime::{Pause, Timing};
 pub use persist::Persisted;
 use persist::write_behind;
 use roster::{Member, Roster};
@@ -84,6 +86,7 @@ pub struct Start {
     /// A re-adopted session goes on from its stored sequence.
     pub resumed: Resumed,
     pub sandboxed: Option<Arc<super::Sandboxed>>,
+    pub timing: Timing,
 }
 
 pub fn viewer_queue() -> (mpsc::Sender<Outbound>, mpsc::Receiver<Outbound>) {
@@ -94,12 +97,12 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
     let (commands, command_rx) = mpsc::channel(256);
     let (cols, rows) = s.screen.size();
     let (status_tx, status) = watch::channel(LiveStatus {
-        controllers: 0,
-        observers: 0,
         cols,
         rows,
-        prompted: false,
+        ..LiveStatus::default()
     });
+    let clocks = lifetime::Clocks::new(&s.timing, s.settings.lifecycle.pause_when_idle);
+    let last_active = clocks.active_ms();
     let last_sequence = Arc::new(AtomicU64::new(s.resumed.sequence));
     let (persist, persist_rx) = backlog::channel();
     let refusing = s.store.refusal();
@@ -141,7 +144,9 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         shell: s.shell_integration.then(ShellSide::default),
         numbered: Default::default(),
         sandboxed: s.sandboxed,
+        clocks,
     };
+    actor.publish_status();
     tasks.spawn(actor.run(command_rx, s.events));
     SessionHandle {
         id: s.id.into(),
@@ -153,6 +158,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         program,
         host,
         sandboxed,
+        last_active,
     }
 }
 
@@ -175,6 +181,7 @@ struct Actor {
     shell: Option<ShellSide>,
     numbered: updates::Numbered,
     sandboxed: Option<Arc<super::Sandboxed>>,
+    clocks: lifetime::Clocks,
 }
 
 impl Actor {
@@ -194,19 +201,19 @@ impl Actor {
         loop {
             let task_kill = self.shell.as_ref().and_then(|s| s.state.kill_at());
             let readable = self.may_read();
-            let wake = [drain_until, kill_at, task_kill]
+            let lifetime = self
+                .clocks
+                .next(self.busy())
+                .filter(|_| self.close_reason.is_none());
+            let wake = [drain_until, kill_at, task_kill, lifetime]
                 .into_iter()
                 .flatten()
                 .min();
             tokio::select! {
                 biased;
                 Some(cmd) = commands.recv() => {
-                    if let Some(reason) = self.command(cmd)
-                        && self.close_reason.is_none()
-                    {
-                        self.close_reason = Some(reason);
-                        self.end_program();
-                        kill_at = Some(Instant::now() + KILL_GRACE);
+                    if let Some(reason) = self.command(cmd) {
+                        kill_at = self.begin_close(reason).or(kill_at);
                     }
                 }
                 chunk = output.recv(), if !eof && readable => match chunk {
@@ -231,6 +238,11 @@ impl Actor {
                     }
                     if let Some(shell) = self.shell.as_mut() {
                         shell.state.kill_overdue(&self.pty);
+                    }
+                    if self.close_reason.is_none()
+                        && let Some(reason) = self.lifetime_due()
+                    {
+                        kill_at = self.begin_close(reason).or(kill_at);
                     }
                     if drain_until.is_some_and(|t| t <= now) {
                         // Output held back for the store is still to be read: wait for it.
@@ -318,9 +330,42 @@ impl Actor {
             SessionCommand::Replay(after, reply) => {
                 let _ = reply.send(self.replay_plan(after));
             }
+            SessionCommand::Pause(snapshot, reply) => {
+                let _ = reply.send(self.pause(false, snapshot));
+            }
+            SessionCommand::Resume(reply) => {
+                let _ = reply.send(self.resume());
+            }
+            SessionCommand::Snapshotted(taken) => self.snapshotted(taken),
+            SessionCommand::Arm => {
+                self.clocks.arm(clock::now_ms());
+                self.publish_status();
+            }
             SessionCommand::Terminate(reason) => return Some(reason),
         }
         None
+    }
+
+    /// Starts ending the session for `reason` (a paused one is thawed first, so that its
+    /// processes can end); when its program gets SIGKILL. Nothing if it is ending already.
+    fn begin_close(&mut self, reason: CloseReason) -> Option<Instant> {
+        if self.close_reason.is_some() {
+            return None;
+        }
+        self.resume();
+        self.close_reason = Some(reason);
+        self.end_program();
+        Some(Instant::now() + KILL_GRACE)
+    }
+
+    /// A snapshot was taken (`Some`) or failed; a session paused for it alone resumes.
+    fn snapshotted(&mut self, taken: Option<String>) {
+        if self.clocks.paused.is_some_and(|p| p.snapshot) {
+            self.resume();
+        }
+        if let Some(snapshot_id) = taken {
+            self.broadcast(SessionFrame::Snapshotted { snapshot_id }, None);
+        }
     }
 
     fn next_seq(&mut self) -> u64 {

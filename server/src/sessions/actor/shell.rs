@@ -152,6 +152,11 @@ impl ShellState {
         }
     }
 
+    /// A task runs or waits its turn.
+    pub(super) fn busy(&self) -> bool {
+        self.running.is_some() || !self.queue.is_empty()
+    }
+
     /// The command line of the task running now.
     pub(super) fn running_line(&self) -> Option<&str> {
         self.running.as_ref().map(|r| r.run.line.as_str())
@@ -246,6 +251,8 @@ impl Actor {
                 "the session is closing",
             ));
         }
+        self.refuse_if_paused("a task")?;
+        self.activity();
         let Some(shell) = self.shell.as_mut() else {
             return Err(SessionRefusal::new(
                 ErrorCode::UnsupportedOperation,
@@ -253,6 +260,7 @@ impl Actor {
             ));
         };
         shell.state.queue(run, &self.pty);
+        self.publish_status();
         Ok(())
     }
 }
