@@ -114,23 +114,6 @@ async fn curl_status(s: &TestServer, sid: &str, args: &str) -> String {
     out.split("status=").nth(1).unwrap_or("").trim().to_owned()
 }
 
-/// Runs `ptyhost session ARGS` against `s` as the admin; its stdout.
-async fn session_cli(s: &TestServer, args: &[&str]) -> String {
-    let out = tokio::process::Command::new(bin())
-        .arg("session")
-        .args(args)
-        .args(["--url", &s.url(""), "--token", ADMIN])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 async fn audit(s: &TestServer, sid: &str) -> Vec<wire::control::AuditRecord> {
     let log: AuditRecords = s.get_as(&format!("/audit?session_id={sid}"), ADMIN).await;
     log.records
@@ -302,16 +285,14 @@ async fn a_changed_allowlist_lets_the_next_connection_through_within_a_second_an
         "{records:?}"
     );
     // The CLI sets it too.
-    let shown = session_cli(
-        &s,
-        &["net", &sid, "--allow", &rule(p1), "--allow", &rule(p3)],
-    )
-    .await;
+    let shown = s
+        .session_cli(&["net", &sid, "--allow", &rule(p1), "--allow", &rule(p3)])
+        .await;
     assert_eq!(
         shown.trim(),
         json!({ "allow": [rule(p1), rule(p3)] }).to_string()
     );
-    session_cli(&s, &["net", &sid, "--allow", &rule(p1)]).await;
+    s.session_cli(&["net", &sid, "--allow", &rule(p1)]).await;
     // "host" cannot be had live; nonsense is refused and changes nothing.
     assert_eq!(patch_network(&s, &sid, ADMIN, json!("host")).await.0, 409);
     assert_eq!(
@@ -380,7 +361,7 @@ async fn a_dev_server_inside_a_session_is_previewed_with_a_token_or_an_observer_
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(ports, [8000, 9000], "the proxy's own port is not listed");
-    let listed = session_cli(&s, &["ports", &sid]).await;
+    let listed = s.session_cli(&["ports", &sid]).await;
     assert!(
         listed.contains(&format!(
             "8000\t{}/ports/8000/",

@@ -467,3 +467,28 @@ async fn the_warm_pool_is_resized_and_sandboxed_at_run_time_and_counts_hits_and_
     assert_eq!((pool.size, pool.hits, pool.misses), (0, 1, 1));
     assert_eq!(s.metric("ptyhost_shell_pool_misses_total").await, 1);
 }
+
+#[tokio::test]
+async fn the_cli_pauses_resumes_snapshots_restores_and_forks() {
+    let s = TestServer::start(&[]).await;
+    let sid = running(&s, json!({})).await;
+    std::fs::write(
+        workspace(&s.session(&sid).await).join("kept"),
+        "by the cli\n",
+    )
+    .unwrap();
+    assert_eq!(s.session_cli(&["pause", &sid]).await.trim(), "paused");
+    assert_eq!(s.session_cli(&["resume", &sid]).await.trim(), "running");
+    let taken = s.session_cli(&["snapshot", &sid, "--label", "cli"]).await;
+    let snapshot_id = taken.split('\t').next().unwrap().to_owned();
+    let shown: Snapshot = s.get_as(&format!("/snapshots/{snapshot_id}"), ADMIN).await;
+    assert_eq!(shown.label.as_deref(), Some("cli"));
+    let restored = s.session_cli(&["restore", &snapshot_id]).await;
+    let copy = workspace(&s.session(restored.trim()).await);
+    assert_eq!(
+        std::fs::read_to_string(copy.join("kept")).unwrap(),
+        "by the cli\n"
+    );
+    let forked = s.session_cli(&["fork", &sid, "--count", "2"]).await;
+    assert_eq!(forked.lines().count(), 2, "{forked}");
+}

@@ -15,6 +15,7 @@ use wire::a2a::{ListTasksResponse, StreamResponse};
 use wire::control;
 use wire::rpc::{JsonRpcResponse, Outcome};
 
+mod lifecycle;
 mod membership;
 mod tasks_and_failures;
 

@@ -329,6 +329,23 @@ impl TestServer {
         .expect("the session reaches the expected state")
     }
 
+    /// Runs `ptyhost session ARGS` against this server as the admin; its stdout.
+    pub async fn session_cli(&self, args: &[&str]) -> String {
+        let out = Command::new(bin())
+            .arg("session")
+            .args(args)
+            .args(["--url", &self.url(""), "--token", ADMIN])
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     /// Runs `ptyhost token …` against this server's data dir; returns stdout.
     pub async fn token_cli(&self, args: &[&str]) -> String {
         let store = match &self.database_url {
