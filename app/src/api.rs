@@ -191,6 +191,29 @@ mod browser {
         });
     }
 
+    /// Calls the API with the signed-in token (nothing when signed out) and hands the
+    /// answer to `done`, or the refusal, as the page should show it, to `error`.
+    pub fn act<T, F>(
+        auth: Auth,
+        error: RwSignal<Option<String>>,
+        call: impl FnOnce(String) -> F + 'static,
+        done: impl FnOnce(T) + 'static,
+    ) where
+        F: std::future::Future<Output = Result<T, Failure>> + 'static,
+    {
+        let Some(token) = auth.token.get_untracked() else {
+            return;
+        };
+        leptos::task::spawn_local(async move {
+            match call(token).await {
+                Ok(answer) => done(answer),
+                Err(f) => {
+                    error.try_set(Some(auth.check(f)));
+                }
+            }
+        });
+    }
+
     pub async fn post<T: DeserializeOwned>(
         path: &str,
         token: &str,

@@ -7,6 +7,7 @@ pub mod api;
 #[cfg(feature = "hydrate")]
 mod client;
 mod files;
+mod lifecycle;
 mod player;
 mod sessions;
 mod tasks;
@@ -68,6 +69,7 @@ pub fn App() -> impl IntoView {
             <nav class="top">
                 <a href="/" class="brand">"ptyhost"</a>
                 <a href="/wall">"Wall"</a>
+                <a href="/snapshots">"Snapshots"</a>
                 <a href="/card">"Agent card"</a>
                 <span class="who">{move || auth.me.get().map(|m| format!("{}{}", m.label.map(|l| format!("{l} · ")).unwrap_or_default(), m.scope))}</span>
                 <Show when=move || auth.token.get().is_some()>
@@ -80,6 +82,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/sessions/:sid") view=|| view! { <Gate><terminal::TerminalPage/></Gate> }/>
                     <Route path=path!("/sessions/:sid/play") view=|| view! { <Gate><player::PlayerPage/></Gate> }/>
                     <Route path=path!("/wall") view=|| view! { <Gate><wall::WallPage/></Gate> }/>
+                    <Route path=path!("/snapshots") view=|| view! { <Gate><lifecycle::SnapshotsPage/></Gate> }/>
                     <Route path=path!("/card") view=CardPage/>
                 </Routes>
             </main>

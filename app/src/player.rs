@@ -328,14 +328,14 @@ mod browser {
             Ok(())
         }
 
-        /// The session's joins, role changes and resizes, from its stored frames of those
-        /// kinds (a few pages at most).
+        /// The session's joins, role changes, resizes, pauses, resumes and snapshots, from
+        /// its stored frames of those kinds (a few pages at most).
         async fn events(&self) -> Vec<Marker> {
             let mut stored = Vec::new();
             let mut after = 0;
             for _ in 0..MAX_EVENT_PAGES {
                 let path = format!(
-                    "/sessions/{}/frames?after={after}&kind=Resize,MembershipChanged",
+                    "/sessions/{}/frames?after={after}&kind=Resize,MembershipChanged,Paused,Resumed,Snapshotted",
                     self.sid
                 );
                 let Ok(page) = get::<FramePage>(&path, &self.token).await else {

@@ -44,19 +44,12 @@ pub fn SessionsPage() -> impl IntoView {
     let can_control = move || auth.me.get().is_some_and(|m| m.can_control());
     let terminate = move |sid: String| {
         #[cfg(feature = "hydrate")]
-        {
-            let Some(token) = auth.token.get_untracked() else {
-                return;
-            };
-            leptos::task::spawn_local(async move {
-                match crate::api::delete(&format!("/sessions/{sid}"), &token).await {
-                    Ok(()) => load(),
-                    Err(f) => {
-                        error.try_set(Some(auth.check(f)));
-                    }
-                }
-            });
-        }
+        crate::api::act(
+            auth,
+            error,
+            |token| async move { crate::api::delete(&format!("/sessions/{sid}"), &token).await },
+            move |()| load(),
+        );
         #[cfg(not(feature = "hydrate"))]
         let _ = sid;
     };
@@ -81,9 +74,9 @@ pub fn SessionsPage() -> impl IntoView {
                     <For each=move || sessions.get() key=|s| (s.session_id.clone(), s.state.clone(), s.controllers, s.observers, s.cols, s.rows) let:s>
                         {
                             let sid = s.session_id.clone();
-                            let running = s.state == "running";
+                            let running = matches!(s.state.as_str(), "running" | "paused");
                             let state = match (running, s.exit_code) {
-                                (true, _) => "running".to_owned(),
+                                (true, _) => s.state.clone(),
                                 (false, Some(code)) => format!("exited {code}"),
                                 (false, None) => "closed".to_owned(),
                             };

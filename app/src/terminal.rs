@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
-use crate::api::{Auth, ShareLink};
+use crate::api::{Auth, Session, ShareLink};
 use crate::short;
 use crate::term_ui::{TermCommand, TermUi};
 use wire::Role;
@@ -26,6 +26,12 @@ pub fn TerminalPage() -> impl IntoView {
     }
 
     let files = crate::files::Files::new(auth, Signal::derive(sid));
+    // The session's JSON, read again now and then: its ports and its paused state.
+    let shown = RwSignal::new(None::<Session>);
+    #[cfg(feature = "hydrate")]
+    crate::api::poll(auth, SHOWN_MS, move || {
+        crate::lifecycle::reload(auth, sid(), shown)
+    });
     // Files dropped on the terminal upload into the Files panel's directory (controller only).
     let dragover = move |ev: leptos::ev::DragEvent| {
         if ui.role.get_untracked() == Some(Role::Controller) {
@@ -78,7 +84,10 @@ pub fn TerminalPage() -> impl IntoView {
                 }}
             </ul>
             <crate::tasks::TaskList sid=Signal::derive(sid) />
-            <Ports sid=Signal::derive(sid) />
+            <Ports sid=Signal::derive(sid) shown=shown />
+            <Show when=me_controls>
+                <crate::lifecycle::LifecyclePanel sid=Signal::derive(sid) shown=shown />
+            </Show>
             <Show when=move || auth.me.get().is_some_and(|m| m.file_downloads)>
                 <crate::files::FilesPanel files=files can_upload=Signal::derive(is_controller) />
             </Show>
@@ -135,36 +144,24 @@ pub fn TerminalPage() -> impl IntoView {
     }
 }
 
-/// How often the listening ports are read again.
+/// How often the session's JSON (its ports, its paused state) is read again.
 #[cfg(feature = "hydrate")]
-const PORTS_MS: u32 = 3000;
+const SHOWN_MS: u32 = 3000;
 
 /// The ports something listens on inside the session's own network, each a link to its
 /// preview: the preview's own origin when it has one, else its path under the API. The
 /// link carries the token in its fragment, which the preview's page trades for a cookie
 /// scoped to that preview; no URL the server sees holds it.
 #[component]
-fn Ports(sid: Signal<String>) -> impl IntoView {
+fn Ports(sid: Signal<String>, shown: RwSignal<Option<Session>>) -> impl IntoView {
     let auth = expect_context::<Auth>();
-    let ports = RwSignal::new(None::<(String, Vec<(u16, Option<String>)>)>);
-    #[cfg(feature = "hydrate")]
-    {
-        let load = move || {
-            let Some(token) = auth.token.get_untracked() else {
-                return;
-            };
-            leptos::task::spawn_local(async move {
-                let path = format!("/sessions/{}", sid.get_untracked());
-                if let Ok(s) = crate::api::get::<crate::api::Session>(&path, &token).await {
-                    let list = |p: Vec<crate::api::ListeningPort>| {
-                        p.into_iter().map(|l| (l.port, l.url)).collect()
-                    };
-                    ports.try_set(s.ports.map(|p| (s.instance_id, list(p))));
-                }
-            });
-        };
-        crate::api::poll(auth, PORTS_MS, load);
-    }
+    let ports = move || {
+        shown.with(|s| {
+            let s = s.as_ref()?;
+            let list = s.ports.as_ref()?.iter().map(|l| (l.port, l.url.clone()));
+            Some((s.instance_id.clone(), list.collect::<Vec<_>>()))
+        })
+    };
     let link = move |instance: &str, port: u16, origin: Option<String>| {
         let token = auth.token.get().unwrap_or_default();
         let url = origin
@@ -172,11 +169,11 @@ fn Ports(sid: Signal<String>) -> impl IntoView {
         format!("{url}#token={token}")
     };
     view! {
-        <Show when=move || ports.with(Option::is_some)>
+        <Show when=move || ports().is_some()>
             <section class="ports" aria-labelledby="ports-title">
                 <h2 id="ports-title">"Ports"</h2>
                 {move || {
-                    let (instance, list) = ports.get().unwrap_or_default();
+                    let (instance, list) = ports().unwrap_or_default();
                     if list.is_empty() {
                         view! { <p class="empty">"Nothing listens inside the session yet."</p> }.into_any()
                     } else {
@@ -354,22 +351,13 @@ fn ShareLinks(sid: Signal<String>) -> impl IntoView {
     let revoke = move |id: String| {
         #[cfg(feature = "hydrate")]
         {
-            let Some(token) = auth.token.get_untracked() else {
-                return;
-            };
-            leptos::task::spawn_local(async move {
-                match crate::api::delete(
-                    &format!("/sessions/{}/share/{id}", sid.get_untracked()),
-                    &token,
-                )
-                .await
-                {
-                    Ok(()) => refresh(),
-                    Err(f) => {
-                        error.try_set(Some(auth.check(f)));
-                    }
-                }
-            });
+            let path = format!("/sessions/{}/share/{id}", sid.get_untracked());
+            crate::api::act(
+                auth,
+                error,
+                |token| async move { crate::api::delete(&path, &token).await },
+                move |()| refresh(),
+            );
         }
         #[cfg(not(feature = "hydrate"))]
         let _ = id;

@@ -1,5 +1,6 @@
 //! What the player's timeline marks: each A2A task, and the session's own events read from
-//! its stored frames (who joined and left, who took or gave up control, each resize).
+//! its stored frames (who joined and left, who took or gave up control, each resize, each
+//! pause and resume, each snapshot).
 
 use wire::{ClientRef, SessionFrame};
 
@@ -21,6 +22,9 @@ pub enum What {
     /// A member's role changed.
     Role,
     Resized,
+    Paused,
+    Resumed,
+    Snapshot,
 }
 
 impl What {
@@ -32,6 +36,9 @@ impl What {
             What::Left => Some("leave"),
             What::Role => Some("role"),
             What::Resized => Some("resize"),
+            What::Paused => Some("pause"),
+            What::Resumed => Some("resume"),
+            What::Snapshot => Some("snapshot"),
         }
     }
 
@@ -43,6 +50,9 @@ impl What {
             What::Left => "−",
             What::Role => "◆",
             What::Resized => "↔",
+            What::Paused => "⏸",
+            What::Resumed => "▶",
+            What::Snapshot => "◉",
         }
     }
 }
@@ -58,8 +68,9 @@ fn name(c: &ClientRef) -> String {
     }
 }
 
-/// The session's events from its stored `Resize` and `MembershipChanged` frames, in order:
-/// each membership change is compared with the one before it.
+/// The session's events from its stored `Resize`, `MembershipChanged`, `Paused`, `Resumed`
+/// and `Snapshotted` frames, in order: each membership change is compared with the one
+/// before it.
 pub fn session_events<'a>(
     frames: impl IntoIterator<Item = (f64, &'a SessionFrame)>,
 ) -> Vec<Marker> {
@@ -71,6 +82,24 @@ pub fn session_events<'a>(
                 at_ms,
                 label: format!("resized to {cols}×{rows}"),
                 what: What::Resized,
+            }),
+            SessionFrame::Paused { idle, .. } => marks.push(Marker {
+                at_ms,
+                label: match idle {
+                    true => "paused for being idle".to_owned(),
+                    false => "paused".to_owned(),
+                },
+                what: What::Paused,
+            }),
+            SessionFrame::Resumed {} => marks.push(Marker {
+                at_ms,
+                label: "resumed".to_owned(),
+                what: What::Resumed,
+            }),
+            SessionFrame::Snapshotted { snapshot_id } => marks.push(Marker {
+                at_ms,
+                label: format!("snapshot {snapshot_id}"),
+                what: What::Snapshot,
             }),
             SessionFrame::MembershipChanged {
                 controllers,
@@ -166,5 +195,32 @@ mod tests {
         let ops = member("c1", Some("ops"));
         let frames = [members(&[&ops], &[]), members(&[&ops], &[])];
         assert_eq!(session_events(frames.iter().map(|f| (0.0, f))).len(), 1);
+    }
+
+    #[test]
+    fn pauses_resumes_and_snapshots_are_marked() {
+        let frames = [
+            SessionFrame::Paused {
+                method: wire::PauseMethod::CgroupFreezer,
+                idle: true,
+            },
+            SessionFrame::Resumed {},
+            SessionFrame::Snapshotted {
+                snapshot_id: "s1".into(),
+            },
+        ];
+        let marks = session_events(frames.iter().enumerate().map(|(i, f)| (i as f64, f)));
+        let got: Vec<(&str, Option<&str>)> = marks
+            .iter()
+            .map(|m| (m.label.as_str(), m.what.event()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("paused for being idle", Some("pause")),
+                ("resumed", Some("resume")),
+                ("snapshot s1", Some("snapshot")),
+            ]
+        );
     }
 }

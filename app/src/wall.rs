@@ -24,7 +24,8 @@ pub fn WallPage() -> impl IntoView {
         leptos::task::spawn_local(async move {
             if let Ok(list) = crate::api::get::<crate::api::SessionList>("/sessions", &token).await
             {
-                let running = list.sessions.into_iter().filter(|s| s.state == "running");
+                let running = (list.sessions.into_iter())
+                    .filter(|s| matches!(s.state.as_str(), "running" | "paused"));
                 sessions.try_set(running.collect());
             }
         });
@@ -94,6 +95,10 @@ fn Tile(sid: String, sessions: RwSignal<Vec<Session>>) -> impl IntoView {
         let info = info.clone();
         move || info().map(|s| s.command())
     };
+    let state = {
+        let info = info.clone();
+        Signal::derive(move || info().map(|s| s.state))
+    };
     let controllers = move || {
         info().map(|s| match s.controllers {
             0 => "nobody controls it".to_owned(),
@@ -105,7 +110,7 @@ fn Tile(sid: String, sessions: RwSignal<Vec<Session>>) -> impl IntoView {
             <header>
                 <strong>{title}</strong>
                 <code>{command}</code>
-                <span class="tag">"running"</span>
+                <span class="tag" data-state=state>{state}</span>
             </header>
             <div class="tile-screen" node_ref=host></div>
             <footer>
