@@ -15,6 +15,9 @@ use crate::store::Store;
 const CHUNK: usize = 4 << 20;
 /// zstd's level: its default, which `zstd -3` uses too.
 const LEVEL: i32 = 3;
+/// How much the archive gathers before the compressor sees it: large pieces keep zstd on
+/// its contiguous path.
+const PIECE: usize = 1 << 20;
 /// Mode bits an unpacked entry never gets: set-user-ID, set-group-ID and sticky.
 const MASK: u32 = 0o7000;
 
@@ -93,10 +96,12 @@ pub async fn restore(store: &Store, id: &str, dir: &Path) -> Result<(), Snapshot
     Ok(())
 }
 
-/// Archives `dir` into `out`; the entries written.
+/// Archives `dir` into `out`; the entries written. zstd compresses in a worker thread of
+/// its own while this one reads the files, as `tar | zstd` would.
 fn pack(dir: &Path, out: impl Write) -> io::Result<u64> {
-    let encoder = zstd::Encoder::new(out, LEVEL)?;
-    let mut tar = tar::Builder::new(encoder);
+    let mut encoder = zstd::Encoder::new(out, LEVEL)?;
+    encoder.multithread(1)?;
+    let mut tar = tar::Builder::new(io::BufWriter::with_capacity(PIECE, encoder));
     tar.follow_symlinks(false);
     let mut files = 0;
     let mut pending = vec![PathBuf::new()];
@@ -118,7 +123,11 @@ fn pack(dir: &Path, out: impl Write) -> io::Result<u64> {
             files += 1;
         }
     }
-    tar.into_inner()?.finish()?.flush()?;
+    let encoder = tar
+        .into_inner()?
+        .into_inner()
+        .map_err(io::IntoInnerError::into_error)?;
+    encoder.finish()?.flush()?;
     Ok(files)
 }
 

@@ -33,7 +33,16 @@ pub struct PageQuery {
 }
 
 /// The kinds a page may be filtered to.
-const MARKED_KINDS: [&str; 4] = ["Resize", "MembershipChanged", "Keyframe", "Closed"];
+const MARKED_KINDS: [&str; 8] = [
+    "Resize",
+    "MembershipChanged",
+    "Keyframe",
+    "Closed",
+    "Warning",
+    "Paused",
+    "Resumed",
+    "Snapshotted",
+];
 
 /// A `wire::control::FramePage`, spliced around the stored envelopes so no frame is decoded
 /// and encoded again: the frames as pty-ws sent them; `next_after` is where the next page
