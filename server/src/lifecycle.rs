@@ -1,6 +1,7 @@
 //! Workspace snapshots as archives: a workspace written to a tar stream, compressed with
-//! zstd, and stored in chunks as it is made (so neither side holds it whole); and an
-//! archive unpacked into a fresh workspace. What a snapshot holds: the workspace's
+//! zstd, and stored in chunks as it is made (so neither side holds it whole: a file in the
+//! store's directory on SQLite, rows on PostgreSQL); and an archive unpacked into a fresh
+//! workspace. What a snapshot holds: the workspace's
 //! directories, regular files (with their modes and times) and symbolic links, as links,
 //! never followed. Not sockets, FIFOs or devices, not memory or processes.
 
@@ -12,7 +13,7 @@ use tokio::sync::mpsc;
 use crate::store::Store;
 
 /// The bytes of one stored chunk.
-const CHUNK: usize = 4 << 20;
+const CHUNK: usize = crate::store::SNAPSHOT_CHUNK;
 /// zstd's level: its default, which `zstd -3` uses too.
 const LEVEL: i32 = 3;
 /// How much the archive gathers before the compressor sees it: large pieces keep zstd on

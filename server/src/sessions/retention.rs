@@ -72,9 +72,15 @@ async fn sweep(sessions: &Sessions) -> anyhow::Result<()> {
         store.frames().drop_history(&id).await?;
         tracing::info!(session_id = %id, "dropped a closed session's history (retention)");
     }
+    // A snapshot still incomplete an hour on lost its writer (a crash, a lost node).
+    let stale = clock::now_ms() - 3_600_000;
+    let swept = store.snapshots().sweep_incomplete(stale).await?;
+    if swept > 0 {
+        tracing::info!(swept, "removed snapshots their writers left incomplete");
+    }
     let bound = settings.max_store_bytes;
     let target = bound / 100 * TARGET_PERCENT;
-    let mut in_use = store.frames().bytes_in_use().await?;
+    let mut in_use = store.bytes_in_use().await?;
     if in_use <= bound {
         if in_use < target {
             settings.budget.set(u64::MAX);
@@ -87,7 +93,7 @@ async fn sweep(sessions: &Sessions) -> anyhow::Result<()> {
         };
         store.frames().drop_history(&oldest).await?;
         tracing::info!(session_id = %oldest, in_use, bound, "dropped a closed session's history (store bound)");
-        in_use = store.frames().bytes_in_use().await?;
+        in_use = store.bytes_in_use().await?;
     }
     if in_use > target {
         let live = sessions.live_count().max(1) as u64;

@@ -58,7 +58,7 @@ impl Sessions {
         let snapshots_left = (settings.lifecycle.max_snapshot_bytes)
             .saturating_sub(store.snapshots().total_bytes().await.map_err(from_store)?);
         let store_left = (settings.max_store_bytes)
-            .saturating_sub(store.frames().bytes_in_use().await.map_err(from_store)?);
+            .saturating_sub(store.bytes_in_use().await.map_err(from_store)?);
         let limit = match snapshots_left <= store_left {
             true => (snapshots_left, "--max-snapshot-bytes"),
             false => (store_left, "--max-store-bytes"),

@@ -21,7 +21,7 @@ pub use snapshots::*;
 pub use tasks::*;
 pub use tokens::*;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,6 +110,27 @@ fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{escaped}?mode=rwc")
 }
 
+/// Where snapshot archives go on SQLite: `snapshots/` beside the database file (the data
+/// directory for one in memory). None on PostgreSQL, which keeps them itself.
+fn archives(database_url: Option<&str>, data_dir: &Path) -> Option<PathBuf> {
+    let dir = match database_url {
+        Some(url) if url.starts_with("sqlite:") => {
+            let path = url.trim_start_matches("sqlite:").trim_start_matches("//");
+            let path = Path::new(path.split('?').next().unwrap_or(path));
+            match path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty() && !path.starts_with(":memory:"))
+            {
+                Some(parent) => parent.to_path_buf(),
+                None => data_dir.to_path_buf(),
+            }
+        }
+        Some(_) => return None,
+        None => data_dir.to_path_buf(),
+    };
+    Some(dir.join("snapshots"))
+}
+
 /// A `sqlite:` URL as given, creating the file when it names no `mode`.
 fn creating(url: &str) -> String {
     match url.split_once('?') {
@@ -182,7 +203,7 @@ impl Store {
             records: Records(db.clone()),
             idempotency: Idempotency(db.clone()),
             nodes: Nodes(db.clone()),
-            snapshots: Snapshots(db.clone()),
+            snapshots: Snapshots(db.clone(), archives(database_url, data_dir)),
             db,
         })
     }
@@ -221,6 +242,12 @@ impl Store {
 
     pub fn snapshots(&self) -> &Snapshots {
         &self.snapshots
+    }
+
+    /// The bytes the store holds in use: the database's, and on SQLite the snapshot
+    /// archives beside it.
+    pub async fn bytes_in_use(&self) -> Result<u64> {
+        Ok(self.frames.bytes_in_use().await? + self.snapshots.bytes_on_disk().await?)
     }
 
     /// Runs `write` until it succeeds, backing off from 50 ms to 1 s; the store counts as

@@ -30,7 +30,7 @@ async fn a_snapshot_taken_on_one_node_restores_on_another_and_a_pause_reaches_th
 
     // node-b restores it: the archive is in the store, not on node-a's disk.
     let listed: control::Snapshots = c[1].get_as("/snapshots", ADMIN).await;
-    assert_eq!(listed.snapshots, [taken.clone()]);
+    assert_eq!(listed.snapshots, std::slice::from_ref(&taken));
     let (status, created) = c[1]
         .post(
             "/sessions",
