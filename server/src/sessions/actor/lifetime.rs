@@ -243,7 +243,7 @@ impl Actor {
     }
 
     /// Freezes every process of the session. A session already paused stays as it is (a
-    /// caller's pause takes over an idle one).
+    /// caller's pause takes over an idle one's, or a snapshot's).
     pub(super) fn pause(&mut self, idle: bool, snapshot: bool) -> Result<Pause, SessionRefusal> {
         if self.close_reason.is_some() {
             return Err(SessionRefusal::new(
@@ -252,8 +252,9 @@ impl Actor {
             ));
         }
         if let Some(p) = self.clocks.paused.as_mut() {
+            // A caller's pause holds: neither new input nor a snapshot's end thaws it.
             if !idle && !snapshot {
-                p.idle = false;
+                (p.idle, p.snapshot) = (false, false);
             }
             let p = *p;
             self.publish_status();
