@@ -12,11 +12,20 @@ use crate::sessions::SessionSettings;
 mod tools;
 pub use tools::*;
 
+/// What a new user needs first, under `ptyhost --help`.
+const START_HERE: &str = "Start here:
+  ptyhost serve                              run the agent and its web UI (prints a sign-in link)
+  ptyhost token create --scope pty:control   make a token for a client
+  ptyhost a2a attach URL SESSION             watch a session's terminal (--control to type)
+  ptyhost files ls|get|put SESSION …         a session's files
+  ptyhost session …                          pause, snapshot, fork or restore a session";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "ptyhost",
     version,
-    about = "A terminal agent on the A2A protocol"
+    about = "A terminal agent on the A2A protocol",
+    after_help = START_HERE
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -41,7 +50,8 @@ pub enum CliCommand {
     /// Put, get, list and remove files in a session's working directory over a running
     /// server's files routes.
     Files(FilesArgs),
-    /// Sessions in the store, without a running server: export one as a recording.
+    /// A session: export its recording from the store; over a running server, its
+    /// network and ports, pause and resume, snapshot, fork and restore.
     Session(SessionCommandArgs),
     /// Serve MCP (the terminal tools) over stdin/stdout: hosting sessions of its own, or,
     /// with --url and --token, driving a running ptyhost's `B/mcp`.
@@ -294,8 +304,10 @@ pub struct SessionArgs {
     /// A keyframe at least every this many output frames.
     #[arg(long, env = "PTYHOST_KEYFRAME_INTERVAL_FRAMES", default_value_t = 100)]
     pub keyframe_interval_frames: u64,
+    /// Members of one session who may type into it at once.
     #[arg(long, env = "PTYHOST_MAX_CONTROLLERS", default_value_t = 1)]
     pub max_controllers: usize,
+    /// Members of one session who may watch it at once.
     #[arg(long, env = "PTYHOST_MAX_OBSERVERS", default_value_t = 32)]
     pub max_observers: usize,
     /// What the agent does with a message: run it in a shell, or play the A2A TCK
@@ -615,3 +627,44 @@ pub struct McpArgs {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod help {
+    use clap::CommandFactory;
+
+    /// Every command and flag under `cmd` that says nothing of itself, by its path.
+    fn silent(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+            if !builtin && !arg.is_hide_set() && arg.get_help().is_none() {
+                out.push(format!("{path} {}", arg.get_id()));
+            }
+        }
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let path = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() && !sub.is_hide_set() {
+                out.push(path.clone());
+            }
+            silent(sub, &path, out);
+        }
+    }
+
+    #[test]
+    fn every_command_and_flag_has_a_line_of_help() {
+        let mut out = Vec::new();
+        silent(&super::Cli::command(), "ptyhost", &mut out);
+        assert!(out.is_empty(), "without help:\n{}", out.join("\n"));
+    }
+
+    #[test]
+    fn the_top_help_names_what_a_new_user_needs_first() {
+        let help = super::Cli::command().render_help().to_string();
+        let start = &help[help.find("Start here:").expect("a start section")..];
+        for first in ["serve", "token", "a2a attach", "files", "session"] {
+            assert!(
+                start.contains(&format!("ptyhost {first}")),
+                "{first} in:\n{start}"
+            );
+        }
+    }
+}

@@ -21,7 +21,9 @@ pub struct SessionCommandArgs {
 pub enum SessionCommand {
     /// Write session SID as an asciicast v2 recording to --out, else stdout.
     Export {
+        /// The session's id.
         session: String,
+        /// The recording's file (stdout if absent).
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -29,7 +31,9 @@ pub enum SessionCommand {
     /// RULE (host:port, *.domain:port, IP:port or CIDR:port; the port may be *), or
     /// none to allow nothing. Widening it needs pty:admin.
     Net {
+        /// The session's id.
         session: String,
+        /// A rule the session may connect to (repeatable).
         #[arg(long = "allow", value_name = "RULE")]
         allow: Vec<String>,
         #[command(flatten)]
@@ -38,25 +42,30 @@ pub enum SessionCommand {
     /// List the ports something listens on inside running session SID, with their
     /// preview URLs.
     Ports {
+        /// The session's id.
         session: String,
         #[command(flatten)]
         server: ServerArgs,
     },
     /// Freeze every process of running session SID (input and tasks wait).
     Pause {
+        /// The session's id.
         session: String,
         #[command(flatten)]
         server: ServerArgs,
     },
     /// Thaw paused session SID.
     Resume {
+        /// The session's id.
         session: String,
         #[command(flatten)]
         server: ServerArgs,
     },
     /// Archive running session SID's workspace; prints the snapshot's id.
     Snapshot {
+        /// The session's id.
         session: String,
+        /// A name for the snapshot.
         #[arg(long)]
         label: Option<String>,
         #[command(flatten)]
@@ -64,7 +73,9 @@ pub enum SessionCommand {
     },
     /// Snapshot session SID and start --count sessions from it; prints their ids.
     Fork {
+        /// The session's id.
         session: String,
+        /// How many sessions start from the snapshot.
         #[arg(long, default_value_t = 1)]
         count: u32,
         #[command(flatten)]
@@ -72,6 +83,7 @@ pub enum SessionCommand {
     },
     /// Start a session whose workspace is snapshot SNAPSHOT's; prints its id.
     Restore {
+        /// The snapshot's id (from `GET B/snapshots` or `session snapshot`).
         snapshot: String,
         #[command(flatten)]
         server: ServerArgs,
@@ -106,21 +118,29 @@ pub struct FilesArgs {
 pub enum FilesOp {
     /// Write PATH (relative to the session's working directory) from --from, else stdin.
     Put {
+        /// The session's id.
         session: String,
+        /// Where to write, relative to the session's working directory.
         path: String,
+        /// The local file to send (stdin if absent).
         #[arg(long)]
         from: Option<PathBuf>,
     },
     /// Read PATH to --out, else stdout.
     Get {
+        /// The session's id.
         session: String,
+        /// The file, relative to the session's working directory.
         path: String,
+        /// Where to write it (stdout if absent).
         #[arg(long)]
         out: Option<PathBuf>,
     },
     /// List a directory (the working directory itself by default).
     Ls {
+        /// The session's id.
         session: String,
+        /// The directory, relative to the session's working directory.
         #[arg(default_value = "")]
         path: String,
         /// Print the listing as JSON.
@@ -128,7 +148,12 @@ pub enum FilesOp {
         json: bool,
     },
     /// Remove a file.
-    Rm { session: String, path: String },
+    Rm {
+        /// The session's id.
+        session: String,
+        /// The file, relative to the session's working directory.
+        path: String,
+    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -149,6 +174,7 @@ pub struct A2aArgs {
         global = true
     )]
     pub fallback: bool,
+    /// Under auto, never fall back to 0.3.
     #[arg(
         long = "no-a2a-protocol-fallback",
         overrides_with = "fallback",
@@ -179,17 +205,22 @@ pub struct A2aArgs {
 pub enum A2aOp {
     /// Show the card's interfaces and the order the policy tries them in.
     Card {
+        /// The agent: its base URL, or its card's.
         url: String,
     },
     /// Report the policy and the version, binding and URL it selects.
     Status {
+        /// The agent: its base URL, or its card's.
         url: String,
     },
     /// Send a message (its words are the command line the agent runs).
     Send {
+        /// The agent: its base URL, or its card's.
         url: String,
+        /// The command line, as words.
         #[arg(required = true)]
         text: Vec<String>,
+        /// Run it in this session (the contextId), not a new one.
         #[arg(long)]
         context: Option<String>,
         /// Answer a task that waits for input.
@@ -198,31 +229,47 @@ pub enum A2aOp {
         /// Stream the task's events as they come.
         #[arg(long)]
         stream: bool,
+        /// Answer at once with the task, not when it ends.
         #[arg(long)]
         return_immediately: bool,
     },
+    /// Read a task (with --history, its last N messages).
     Get {
+        /// The agent: its base URL, or its card's.
         url: String,
+        /// The task's id.
         id: String,
+        /// Include the task's last N messages.
         #[arg(long)]
         history: Option<u32>,
     },
+    /// List tasks, newest first (with --context, those of one session).
     List {
+        /// The agent: its base URL, or its card's.
         url: String,
+        /// Only the tasks of this session (contextId).
         #[arg(long)]
         context: Option<String>,
     },
+    /// Cancel a task.
     Cancel {
+        /// The agent: its base URL, or its card's.
         url: String,
+        /// The task's id.
         id: String,
     },
+    /// Follow a task's events over its stream until it ends.
     Subscribe {
+        /// The agent: its base URL, or its card's.
         url: String,
+        /// The task's id.
         id: String,
     },
     /// Follow a task through a push webhook and its SSE stream at once, until it ends.
     Watch {
+        /// The agent: its base URL, or its card's.
         url: String,
+        /// The task's id.
         id: String,
         /// Where the local webhook receiver listens.
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -234,8 +281,11 @@ pub enum A2aOp {
     /// Watch a session's terminal over pty-ws (or type into it with --control); Ctrl-]
     /// detaches.
     Attach {
+        /// The agent: its base URL, or its card's.
         url: String,
+        /// The session's id.
         session: String,
+        /// Take control and type into it (else watch only).
         #[arg(long)]
         control: bool,
     },
@@ -253,6 +303,7 @@ pub struct TokenArgs {
 pub enum TokenCommand {
     /// Create a token and print it once on stdout.
     Create {
+        /// pty:observe, pty:control or pty:admin.
         #[arg(long, value_parser = parse_scope)]
         scope: Scope,
         /// Bind the token to one session.
@@ -261,13 +312,17 @@ pub enum TokenCommand {
         /// Lifetime, e.g. 1h, 30m, 7d.
         #[arg(long, value_parser = humantime::parse_duration)]
         ttl: Option<Duration>,
+        /// A name to tell the token by (shown to others in a session).
         #[arg(long)]
         label: Option<String>,
     },
     /// List tokens (never their values).
     List,
     /// Revoke a token by id.
-    Revoke { id: String },
+    Revoke {
+        /// The token's id (from `token list`).
+        id: String,
+    },
 }
 
 fn parse_scope(s: &str) -> Result<Scope, String> {
@@ -296,34 +351,50 @@ pub struct A202Args {
 pub enum A202Op {
     /// Run the capability check against URL (an agent, its card, or a preflight document)
     /// and print the outcome; exit 1 when it fails (A202-EXTENSION-UNSUPPORTED).
-    Check { url: String },
+    Check {
+        /// The counterparty: an agent, its card, or a preflight document.
+        url: String,
+    },
     /// Check URL, then send the A202 object in FILE (sent as its RFC 8785 bytes).
-    Send { url: String, file: String },
+    Send {
+        /// The counterparty: an agent, its card, or a preflight document.
+        url: String,
+        /// The A202 object to send (JSON).
+        file: String,
+    },
     /// Make a signing key: writes DIR/KEY_ID.pk8 (the private key, PKCS#8) and
     /// DIR/KEY_ID.key-record.json (the key_record a counterparty passes to --a202-keys).
     Keygen {
+        /// The key's id, in the key record and in signatures.
         #[arg(long)]
         key_id: String,
+        /// The signature algorithm.
         #[arg(long, value_enum, default_value = "es256")]
         algorithm: A202Algorithm,
         /// The key record's creator: organization, agent and mandate ids.
         #[arg(long)]
         organization: String,
+        /// The key record's agent id.
         #[arg(long)]
         agent: String,
+        /// The key record's mandate id.
         #[arg(long)]
         mandate: String,
+        /// Where the two files go.
         #[arg(long, default_value = ".")]
         out: PathBuf,
     },
     /// Set FILE's content_hash, sign it, and print its RFC 8785 bytes.
     Seal {
+        /// The A202 object to seal (JSON).
         file: String,
         /// The PKCS#8 private key written by keygen.
         #[arg(long)]
         key: PathBuf,
+        /// The id of the key, as in its key record.
         #[arg(long)]
         key_id: String,
+        /// The key's signature algorithm.
         #[arg(long, value_enum, default_value = "es256")]
         algorithm: A202Algorithm,
         /// What the signature is for (offer_submission, object_issuance, …).
