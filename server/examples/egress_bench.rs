@@ -224,10 +224,10 @@ async fn main() -> anyhow::Result<()> {
         let (mut through, mut direct) = (Vec::new(), Vec::new());
         let (mut through_cpu, mut direct_cpu, mut relay_cpu) = (0.0, 0.0, 0.0);
         for _ in 0..ROUNDS {
-            let (machine, relay) = (machine_cpu_secs(), common::cpu_secs(pid));
+            let (machine, relay) = (machine_cpu_secs(), common::proc::cpu_secs(pid));
             through.push(download(&http, &base, &proxied, via, (port, &path)).await?);
             through_cpu += machine_cpu_secs() - machine;
-            relay_cpu += common::cpu_secs(pid) - relay;
+            relay_cpu += common::proc::cpu_secs(pid) - relay;
             let machine = machine_cpu_secs();
             direct.push(download(&http, &base, &host, "--noproxy '*'", (port, &path)).await?);
             direct_cpu += machine_cpu_secs() - machine;

@@ -96,9 +96,10 @@ async fn main() -> anyhow::Result<()> {
                 true => join_as_executor(&mut ws).await?,
                 false => join(&mut ws, "observer", None).await?,
             }
-            let cpu = common::cpu_secs(pid);
+            let cpu = common::proc::cpu_secs(pid);
             let d = drain_until_closed(&mut ws).await?;
-            costs[i].push((common::cpu_secs(pid) - cpu) * 1000.0 / (d.bytes as f64 / 1048576.0));
+            costs[i]
+                .push((common::proc::cpu_secs(pid) - cpu) * 1000.0 / (d.bytes as f64 / 1048576.0));
             let rate = d.bytes as f64 / d.elapsed.as_secs_f64();
             rounds[i].push((rate / raw, rate));
             delivered[i] = (delivered[i].0.max(d.bytes), delivered[i].1 + d.lagged);
@@ -142,7 +143,7 @@ async fn main() -> anyhow::Result<()> {
         join(&mut ws, "observer", None).await?;
         observers.push(ws);
     }
-    let cpu_before = common::cpu_secs(pid);
+    let cpu_before = common::proc::cpu_secs(pid);
     let wall = Instant::now();
     let drains = observers
         .into_iter()
@@ -157,7 +158,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|d| d.elapsed.as_secs_f64())
         .fold(0.0, f64::max)
         .min(wall.elapsed().as_secs_f64());
-    let cpu = (common::cpu_secs(pid) - cpu_before) / flood_secs;
+    let cpu = (common::proc::cpu_secs(pid) - cpu_before) / flood_secs;
     let mut per_viewer: Vec<f64> = results
         .iter()
         .map(|d| d.bytes as f64 / d.elapsed.as_secs_f64() / 1048576.0)

@@ -86,20 +86,36 @@ pub fn signal_process(pid: u32, signal: Signal) -> io::Result<()> {
     Ok(())
 }
 
-/// The descendants of process `root`, parents before their children, from `/proc`.
-pub fn descendants(root: u32) -> Vec<u32> {
-    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+/// Every process and its parent's pid, from `/proc` (field 4 of `stat`, after the
+/// parenthesised command name, which may hold spaces and parentheses).
+fn processes() -> Vec<(u32, u32)> {
+    std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // After the parenthesised command name: state, then the parent's pid.
             let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
             Some((pid, ppid.parse().ok()?))
         })
+        .collect()
+}
+
+/// The children of process `parent`, oldest (lowest pid) first.
+pub fn children(parent: u32) -> Vec<u32> {
+    let mut children: Vec<u32> = (processes().into_iter())
+        .filter(|(_, pp)| *pp == parent)
+        .map(|(p, _)| p)
         .collect();
+    children.sort_unstable();
+    children
+}
+
+/// The descendants of process `root`, parents before their children, from one read of
+/// `/proc`.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let parents = processes();
     let mut found = vec![root];
     let mut i = 0;
     while i < found.len() {

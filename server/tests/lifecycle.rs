@@ -127,18 +127,6 @@ async fn a_paused_yes_uses_no_cpu_for_two_seconds_and_resumes_where_it_was() {
     controller.expect_kind("Resumed").await;
 }
 
-/// The CPU seconds process `pid` has used, from `/proc`.
-fn process_cpu(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let f: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
-}
-
 #[tokio::test]
 async fn without_a_cgroup_a_pause_stops_every_process_and_says_so() {
     let s = TestServer::start(&["--sandbox", "off"]).await;
@@ -164,16 +152,16 @@ async fn without_a_cgroup_a_pause_stops_every_process_and_says_so() {
     assert_eq!(status, 200, "{paused}");
     let paused: Session = serde_json::from_value(paused).unwrap();
     assert_eq!(paused.paused.unwrap().method, PauseMethod::Sigstop);
-    let before = process_cpu(pid);
+    let before = cpu_secs(pid);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
-        process_cpu(pid) - before < 0.02,
+        cpu_secs(pid) - before < 0.02,
         "a background job is stopped too"
     );
     s.post(&format!("/sessions/{sid}:resume"), ADMIN, json!({}))
         .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(process_cpu(pid) - before > 0.3, "and runs again");
+    assert!(cpu_secs(pid) - before > 0.3, "and runs again");
 }
 
 #[tokio::test]

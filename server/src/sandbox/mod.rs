@@ -199,31 +199,10 @@ pub fn on_spawner_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'stat
 pub fn program_pid(helper: u32) -> Option<u32> {
     let pid_ns = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
     let host = pid_ns(helper)?;
-    let init = children_of(helper)
+    let init = crate::sys::children(helper)
         .into_iter()
         .find(|&c| pid_ns(c).is_some_and(|ns| ns != host))?;
-    children_of(init).first().copied()
-}
-
-/// The children of `parent`, oldest first (from /proc; field 4 of stat is the parent's
-/// pid).
-fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(proc) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut children: Vec<u32> = proc
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                stat.rfind(')')
-                    .and_then(|i| stat[i + 2..].split(' ').nth(1)?.parse::<u32>().ok())
-                    == Some(parent)
-            })
-        })
-        .collect();
-    children.sort_unstable();
-    children
+    crate::sys::children(init).first().copied()
 }
 
 /// What the start-up probe found the kernel enforces.

@@ -18,7 +18,7 @@ mod client;
 mod proc;
 pub use a2a::*;
 pub use client::*;
-pub use proc::rss_mib;
+pub use proc::{cpu_secs, rss_mib};
 
 pub const ADMIN: &str = "test-admin-token-0123456789";
 pub const WAIT: Duration = Duration::from_secs(10);
