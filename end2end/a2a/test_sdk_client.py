@@ -41,11 +41,15 @@ IDS = [f"{b} {v}" for b, v in INTERFACES]
 
 @pytest.fixture(scope="module")
 def server():
+    yield from serving("--push-allow-loopback")
+
+
+def serving(*flags):
+    """A ptyhost serving with `flags` while the fixture lasts; its base URL."""
     binary = os.environ.get("PTYHOST_BIN", "../../target/debug/ptyhost")
     data = tempfile.mkdtemp(prefix="ptyhost-sdk-")
     proc = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--bootstrap-token", TOKEN,
-         "--push-allow-loopback"],
+        [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--bootstrap-token", TOKEN, *flags],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env={**os.environ, "HOME": data},  # the shells read none of this machine's dotfiles
     )

@@ -217,3 +217,35 @@ async fn a_task_at_input_required_stays_live_to_subscribe_to_and_to_cancel() {
     assert_eq!(status, 200, "{canceled}");
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
 }
+
+/// a2a-tck STREAM-SUB-002 over HTTP+JSON: a subscription to a task at INPUT_REQUIRED ends
+/// with the terminal status that a follow-up's scenario (`tck-complete-task-…`) gives it.
+#[tokio::test]
+async fn stream_sub_002_a_subscription_ends_at_the_terminal_state_a_follow_up_reaches() {
+    let s = server().await;
+    let asked = send(&s, "tck-input-required-sub2").await;
+    let id = asked["task"]["id"].as_str().unwrap().to_owned();
+    let url = format!("http://{}/tasks/{id}:subscribe", s.addr);
+    let sub = s
+        .http
+        .get(url)
+        .bearer_auth(ADMIN)
+        .header("A2A-Version", "1.0");
+    let events = tokio::spawn(async move { sub.send().await.unwrap().text().await.unwrap() });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut follow_up = message("tck-complete-task-sub2");
+    follow_up["message"]["taskId"] = json!(id);
+    let (status, body) = post(&s, "/message:send", follow_up).await;
+    assert_eq!(status, 200, "{body}");
+    let text = tokio::time::timeout(WAIT, events).await.unwrap().unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect();
+    assert_eq!(
+        steps(&events).last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED"),
+        "{text}"
+    );
+}

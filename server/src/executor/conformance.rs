@@ -63,7 +63,7 @@ impl Executor for Conformance {
 }
 
 /// Plays a script's steps; one that ends asking for input waits for the answer and then
-/// plays `answered()`. A cancel stops it at once.
+/// plays the answer's own scenario. A cancel stops it at once.
 async fn play(
     mut steps: Vec<Step>,
     work: Work,
@@ -133,10 +133,14 @@ async fn play(
         };
         waiting.lock().unwrap().remove(&task_id);
         let Some(answer) = answer else { return };
+        // The follow-up's own scenario plays on, in the same task.
+        steps = match script(&answer.message_id) {
+            Script::Task(steps) => steps,
+            Script::Message(text) => vec![Step::Status(TaskState::Completed, Some(text))],
+        };
         if updates.send(Update::Answered(answer)).is_err() {
             return;
         }
-        steps = answered();
     }
 }
 
@@ -273,11 +277,6 @@ pub fn script(message_id: &str) -> Script {
     }
 }
 
-/// A follow-up to a task that asked for input (now working) finishes it.
-fn answered() -> Vec<Step> {
-    vec![Step::Status(TaskState::Completed, Some("Hello from TCK"))]
-}
-
 #[cfg(test)]
 mod tests {
     use tokio::sync::{mpsc, watch};
@@ -370,6 +369,34 @@ mod tests {
         ));
         assert_eq!(updates.recv().await, None);
         assert!(executor.answer(&task("t"), message("again")).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_answer_plays_its_own_scenario_on_the_waiting_task() {
+        let executor = Conformance::default();
+        let (mut updates, _cancel) = started(&executor, "tck-input-required-3").await;
+        assert!(updates.recv().await.is_some());
+        let ask_again = message("tck-input-required-again");
+        executor.answer(&task("t"), ask_again).await.unwrap();
+        assert!(matches!(updates.recv().await, Some(Update::Answered(_))));
+        assert!(matches!(
+            updates.recv().await,
+            Some(Update::Status {
+                state: TaskState::InputRequired,
+                ..
+            })
+        ));
+        let reject = message("tck-reject-task-then");
+        executor.answer(&task("t"), reject).await.unwrap();
+        assert!(matches!(updates.recv().await, Some(Update::Answered(_))));
+        assert!(matches!(
+            updates.recv().await,
+            Some(Update::Status {
+                state: TaskState::Rejected,
+                ..
+            })
+        ));
+        assert_eq!(updates.recv().await, None);
     }
 
     #[tokio::test]

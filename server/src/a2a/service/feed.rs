@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, watch};
-use wire::a2a::{Artifact, StreamResponse, Task, TaskArtifactUpdateEvent};
+use wire::a2a::{Artifact, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState};
 
 use crate::a2a::A2aError;
 use crate::a2a::push::Push;
@@ -87,7 +87,8 @@ pub struct Place {
     pub snapshot: bool,
 }
 
-/// A task's stream: its snapshot first, then its events until it is terminal or interrupted.
+/// A task's stream: its snapshot first, then its events until it is terminal or (unless it
+/// is a subscription) interrupted.
 pub struct TaskStream {
     pub first: Task,
     /// How many events the task had published when `first` was taken.
@@ -95,6 +96,9 @@ pub struct TaskStream {
     pub events: broadcast::Receiver<(u64, StreamResponse)>,
     /// The token the stream was opened with: when it is revoked, the stream ends.
     pub lease: Option<Lease>,
+    /// A subscription (SubscribeToTask) stays open through INPUT_REQUIRED and AUTH_REQUIRED
+    /// until the task is terminal; a message's stream ends at either.
+    pub to_terminal: bool,
 }
 
 impl TaskStream {
@@ -105,7 +109,14 @@ impl TaskStream {
             first_after,
             events,
             lease: None,
+            to_terminal: false,
         }
+    }
+
+    /// The stream of a subscription: it ends only when the task is terminal.
+    pub fn to_terminal(mut self) -> TaskStream {
+        self.to_terminal = true;
+        self
     }
 
     /// The stream, ended with UNAUTHENTICATED when `lease`'s token stops being valid.
@@ -115,7 +126,7 @@ impl TaskStream {
     }
 
     /// The stream as A2A sends it: the Task, then status and artifact updates, ending after
-    /// the first terminal or interrupted state. A subscriber that fell behind gets an error,
+    /// the first terminal state (or interrupted one, unless `to_terminal`). A subscriber that fell behind gets an error,
     /// and so does one whose token was revoked.
     pub fn into_events(
         self,
@@ -129,6 +140,10 @@ impl TaskStream {
         self,
     ) -> impl futures_util::Stream<Item = (Place, Result<StreamResponse, A2aError>)> + Send {
         let place = |n, snapshot| Place { n, snapshot };
+        let ends = match self.to_terminal {
+            true => TaskState::is_terminal,
+            false => TaskState::ends_stream,
+        };
         let first = Some((self.first, self.first_after));
         let start = (first, self.events, self.lease, false, self.first_after);
         futures_util::stream::unfold(
@@ -138,7 +153,7 @@ impl TaskStream {
                     return None;
                 }
                 if let Some((task, after)) = first {
-                    let over = task.status.state.ends_stream();
+                    let over = ends(task.status.state);
                     let first = (place(after, true), Ok(StreamResponse::Task(task)));
                     return Some((first, (None, events, lease, over, after)));
                 }
@@ -164,7 +179,7 @@ impl TaskStream {
                 };
                 match next {
                     Ok((n, event)) => {
-                        let over = matches!(&event, StreamResponse::StatusUpdate(u) if u.status.state.ends_stream());
+                        let over = matches!(&event, StreamResponse::StatusUpdate(u) if ends(u.status.state));
                         Some(((place(n, false), Ok(event)), (None, events, lease, over, n)))
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => Some((

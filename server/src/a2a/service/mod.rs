@@ -210,7 +210,9 @@ impl TaskService {
             return (self.stream_remote(&node, who, "SubscribeToTask", params, via, id)).await;
         }
         match self.feed(id) {
-            Some(feed) if !task.status.state.is_terminal() => Ok(TaskStream::of(&feed)),
+            Some(feed) if !task.status.state.is_terminal() => {
+                Ok(TaskStream::of(&feed).to_terminal())
+            }
             _ => Err(A2aError::UnsupportedOperation(format!(
                 "task {id} is {}: there is nothing left to subscribe to",
                 task.status.state.name()

@@ -127,6 +127,8 @@ impl TaskService {
             first_after: 0,
             events: rx,
             lease: None,
+            // The node ends the stream where its binding ends it.
+            to_terminal: true,
         })
     }
 
