@@ -1,7 +1,7 @@
 //! The operating-system calls ptyhost makes on terminals, descriptors and processes, through
-//! rustix's safe wrappers. The crate denies `unsafe` everywhere else; the two blocks here
-//! borrow the descriptor portable-pty hands out as a raw number, and ask glibc to give
-//! freed memory back.
+//! rustix's safe wrappers. The crate denies `unsafe` everywhere else; the blocks here
+//! borrow the descriptor portable-pty hands out as a raw number, register a file with
+//! Tokio's reactor, and ask glibc to give freed memory back.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
@@ -19,6 +19,16 @@ pub fn dup(fd: RawFd) -> io::Result<OwnedFd> {
     #[allow(unsafe_code)]
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     borrowed.try_clone_to_owned()
+}
+
+/// A non-blocking descriptor registered with Tokio's reactor, to read and write it as it
+/// becomes ready.
+pub fn registered(file: std::fs::File) -> io::Result<tokio::io::unix::AsyncFd<std::fs::File>> {
+    // SAFETY: a `File` owns its descriptor: it stays open, and the same, until the
+    // `AsyncFd` drops the file.
+    #[allow(unsafe_code)]
+    let registered = unsafe { tokio::io::unix::AsyncFd::register(file) };
+    registered.map_err(|e| e.into_parts().1)
 }
 
 /// Makes reads and writes on the open file (every descriptor of it) return at once.
