@@ -148,13 +148,14 @@ impl Screen {
 /// 0x80..0x9F, which the emulator obeys like their escape forms) and no trailing 0xC2
 /// that could start one.
 fn plain(bytes: &[u8]) -> bool {
+    let moving = |b: u8| matches!(b, 0x20..=0x7e | b'\r' | b'\n' | b'\t' | 0x08 | 0x80..=0xff);
+    // A flood is checked 64 bytes at a time without a branch per byte, which the compiler
+    // turns into vector instructions.
     bytes
-        .iter()
-        .all(|&b| matches!(b, 0x20..=0x7e | b'\r' | b'\n' | b'\t' | 0x08 | 0x80..=0xff))
-        && !bytes
-            .windows(2)
-            .any(|w| w[0] == 0xc2 && (0x80..0xa0).contains(&w[1]))
-        && bytes.last() != Some(&0xc2)
+        .chunks(64)
+        .all(|c| c.iter().fold(true, |all, &b| all & moving(b)))
+        && memchr::memchr_iter(0xc2, bytes)
+            .all(|i| bytes.get(i + 1).is_some_and(|n| !(0x80..0xa0).contains(n)))
 }
 
 /// Where the part of plain output that still shows begins, when the rest is sure to
@@ -164,10 +165,7 @@ fn plain(bytes: &[u8]) -> bool {
 fn scrolled_off(bytes: &[u8], rows: usize) -> Option<usize> {
     let mut after = 0;
     let mut cut = None;
-    for (i, &b) in bytes.iter().enumerate().rev() {
-        if b != b'\n' {
-            continue;
-        }
+    for i in memchr::memrchr_iter(b'\n', bytes) {
         if after >= rows && i > 0 && bytes[i - 1] == b'\r' {
             cut = Some(i + 1);
             break;
@@ -175,7 +173,9 @@ fn scrolled_off(bytes: &[u8], rows: usize) -> Option<usize> {
         after += 1;
     }
     let cut = cut?;
-    (bytes[..cut].iter().filter(|&&b| b == b'\n').count() > rows).then_some(cut)
+    memchr::memchr_iter(b'\n', &bytes[..cut])
+        .nth(rows)
+        .map(|_| cut)
 }
 
 /// DEC private modes that change what the terminal sends, which the emulator ignores.
@@ -229,7 +229,7 @@ impl Tracker {
         while !bytes.is_empty() {
             if matches!(self.state, Parse::Ground) && !self.c2 {
                 // Output is mostly text: jump to the next byte that can leave the ground.
-                match bytes.iter().position(|&b| b == 0x1b || b == 0xc2) {
+                match memchr::memchr2(0x1b, 0xc2, bytes) {
                     Some(i) => bytes = &bytes[i..],
                     None => return,
                 }
