@@ -1,23 +1,24 @@
-//! A process on a real PTY. The master is non-blocking: input is written at once from the
-//! session's task when the terminal takes it, and three plain threads keep every call that
-//! must wait away from that task: one reads output, one writes input the terminal could
-//! not take yet (and whatever follows it), one waits for the exit status.
+//! A process on a real PTY. The master is non-blocking: the session's task reads output
+//! as the terminal has it (through Tokio's reactor, with no thread or queue between) and
+//! writes input at once when the terminal takes it; two plain threads keep the calls that
+//! must wait away from that task: one writes input the terminal could not take yet (and
+//! whatever follows it), one waits for the exit status.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bytes::Bytes;
 use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot};
 
 use super::SessionSpec;
 use crate::sys::{self, Ready, Signal};
 
-/// Output is read in chunks of at most this many bytes.
-const READ_CHUNK: usize = 64 * 1024;
+/// A terminal hands out at most its line discipline's buffer (4 KiB) per read.
+const READ_CHUNK: usize = 4096;
 /// Chunks of input queued for the PTY before a write is refused.
 const INPUT_QUEUE: usize = 256;
 
@@ -58,10 +59,69 @@ impl ProgramPid {
     }
 }
 
-/// What the process produces: output chunks (closed at PTY EOF) and its exit.
+/// What the process produces: its output and its exit.
 pub struct PtyEvents {
-    pub output: mpsc::Receiver<Bytes>,
+    pub output: PtyOutput,
     pub exit: oneshot::Receiver<Exit>,
+}
+
+/// The terminal's output side, read by the session's task as it becomes readable. The
+/// master is registered with the reactor on the first read, in the task that reads it (a
+/// sandboxed session's PTY is opened on a thread of its own).
+pub struct PtyOutput {
+    file: Option<File>,
+    ready: Option<AsyncFd<File>>,
+    ended: bool,
+}
+
+impl PtyOutput {
+    /// The next output, once there is some; `None` when the terminal has hung up. Safe to
+    /// cancel: it reads only after its last wait.
+    pub async fn read(&mut self) -> Option<Vec<u8>> {
+        if let Some(file) = self.file.take() {
+            self.ready = sys::registered(file).ok();
+        }
+        let ready = self.ready.as_ref().filter(|_| !self.ended)?;
+        loop {
+            let mut guard = ready.readable().await.ok()?;
+            let mut data = Vec::new();
+            match guard.try_io(|f| read_into(f.get_ref(), &mut data, READ_CHUNK)) {
+                Ok(Ok(n)) if n > 0 => return Some(data),
+                Ok(_) => {
+                    self.ended = true;
+                    return None;
+                }
+                Err(_would_block) => {}
+            }
+        }
+    }
+
+    /// Appends the output the terminal has now to `data`, up to `max` bytes in all,
+    /// without waiting.
+    pub fn take_ready(&mut self, data: &mut Vec<u8>, max: usize) {
+        let Some(ready) = self.ready.as_ref().filter(|_| !self.ended) else {
+            return;
+        };
+        while data.len() < max {
+            match read_into(ready.get_ref(), data, max - data.len()) {
+                Ok(0) => self.ended = true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => self.ended = e.kind() != io::ErrorKind::WouldBlock,
+            }
+            return;
+        }
+    }
+}
+
+/// Reads at most `most` bytes onto the end of `data`. A terminal that has hung up (every
+/// descriptor of its other side closed) answers EIO, which ends the output like EOF.
+fn read_into(file: &File, data: &mut Vec<u8>, most: usize) -> io::Result<usize> {
+    data.reserve_exact(most.min(READ_CHUNK));
+    Ok(rustix::io::read(
+        file,
+        rustix::buffer::spare_capacity(data),
+    )?)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,36 +171,9 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
         .ok_or_else(|| anyhow::anyhow!("the PTY master has no descriptor"))?;
     let fd = sys::dup(fd)?;
     sys::set_nonblocking(&fd)?;
-    let mut reader = File::from(fd.try_clone()?);
+    let reader = File::from(fd.try_clone()?);
     let ready = fd.try_clone()?;
     let mut writer = pair.master.take_writer()?;
-
-    let (out_tx, output) = mpsc::channel::<Bytes>(64);
-    std::thread::Builder::new()
-        .name("pty-read".into())
-        .spawn(move || {
-            let mut buf = vec![0u8; READ_CHUNK];
-            loop {
-                match reader.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        if out_tx
-                            .blocking_send(Bytes::copy_from_slice(&buf[..n]))
-                            .is_err()
-                        {
-                            break;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if sys::wait_for(&reader, Ready::Read).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
-            }
-        })?;
 
     let (input, mut in_rx) = mpsc::channel::<Vec<u8>>(INPUT_QUEUE);
     let queued = Arc::new(AtomicUsize::new(0));
@@ -180,7 +213,14 @@ pub fn spawn(spec: &SessionSpec) -> anyhow::Result<(Pty, PtyEvents)> {
                 found: Default::default(),
             }),
         },
-        PtyEvents { output, exit },
+        PtyEvents {
+            output: PtyOutput {
+                file: Some(reader),
+                ready: None,
+                ended: false,
+            },
+            exit,
+        },
     ))
 }
 
@@ -362,7 +402,7 @@ mod tests {
         );
         let mut got = Vec::new();
         while got.len() < sent.len() {
-            let chunk = tokio::time::timeout(Duration::from_secs(10), events.output.recv())
+            let chunk = tokio::time::timeout(Duration::from_secs(10), events.output.read())
                 .await
                 .expect("output stalled")
                 .expect("output ended");

@@ -12,7 +12,6 @@ use std::time::Duration;
 use super::Resumed;
 use super::host::Host;
 use crate::audit::Audit;
-use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::task::TaskTracker;
@@ -31,7 +30,7 @@ mod updates;
 mod window;
 use window::KeyframeClock;
 
-use super::pty::{Exit, Pty, PtyEvents};
+use super::pty::{Exit, Pty, PtyEvents, PtyOutput};
 use super::replay::Ring;
 use super::screen::Screen;
 use super::{LiveStatus, Outbound, SessionCommand, SessionHandle, SessionSettings, Sessions};
@@ -216,7 +215,7 @@ impl Actor {
                         kill_at = self.begin_close(reason).or(kill_at);
                     }
                 }
-                chunk = output.recv(), if !eof && readable => match chunk {
+                first = output.read(), if !eof && readable => match first {
                     Some(first) => {
                         let data = gather(first, &mut output).await;
                         self.output(data);
@@ -385,28 +384,20 @@ impl Actor {
     }
 }
 
-/// One output frame: `first` and whatever already followed it, up to `MAX_OUTPUT_FRAME`. A
-/// read that filled the terminal's buffer says a flood is on: then, if the frame is not
-/// full yet, it waits `GATHER` once and takes what arrived meanwhile, so a flood goes out in
-/// large frames (each is numbered, retained, persisted and sent) and wakes the actor once a
-/// frame rather than once a 4 KiB read. Interactive output (an echo, a prompt) does not
-/// fill the buffer and goes at once.
-async fn gather(first: Bytes, more: &mut mpsc::Receiver<Bytes>) -> Vec<u8> {
-    let flooding = first.len() >= FULL_READ;
-    let mut data = first.to_vec();
-    take_queued(&mut data, more);
+/// One output frame: `first` and whatever the terminal has after it, up to
+/// `MAX_OUTPUT_FRAME`. A read that filled the terminal's buffer says a flood is on: then,
+/// if the frame is not full yet, it waits `GATHER` once and takes what arrived meanwhile,
+/// so a flood goes out in large frames (each is numbered, retained, persisted and sent)
+/// and wakes the actor once a frame rather than once a 4 KiB read. Interactive output (an
+/// echo, a prompt) does not fill the buffer and goes at once.
+async fn gather(mut data: Vec<u8>, output: &mut PtyOutput) -> Vec<u8> {
+    let flooding = data.len() >= FULL_READ;
+    output.take_ready(&mut data, MAX_OUTPUT_FRAME);
     if flooding && data.len() < MAX_OUTPUT_FRAME {
         tokio::time::sleep(GATHER).await;
-        take_queued(&mut data, more);
+        output.take_ready(&mut data, MAX_OUTPUT_FRAME);
     }
+    // The frame is kept for replay: without the room reads left in it.
+    data.shrink_to_fit();
     data
-}
-
-fn take_queued(data: &mut Vec<u8>, more: &mut mpsc::Receiver<Bytes>) {
-    while data.len() < MAX_OUTPUT_FRAME {
-        match more.try_recv() {
-            Ok(chunk) => data.extend_from_slice(&chunk),
-            Err(_) => break,
-        }
-    }
 }
