@@ -11,7 +11,7 @@ use wire::{Base64Bytes, ErrorCode, PtyErrorCode, Role, SNAPSHOT_FORMAT, SessionF
 use super::backlog::Persist;
 use super::shell::ShellSide;
 use super::window::Window;
-use super::{Actor, Member};
+use super::{Actor, Member, REKEY_PACE};
 use crate::clock;
 use crate::sessions::{
     LiveStatus, MembershipSlot, Outbound, OutputEncoding, SessionRefusal, encode_frame, envelope,
@@ -113,14 +113,24 @@ impl Actor {
 
     /// Queues a frame for member `i` without waiting. A full queue marks it lagging; once
     /// its queue has room again it gets `PTY_OUTPUT_LAGGED` and a fresh keyframe instead of
-    /// what it missed. Whether `out` was queued.
+    /// the output it missed, at most once per `REKEY_PACE` while output goes on (a frame
+    /// that is not output re-keys it at once, so the session's last word always reaches
+    /// it after the screen). Whether `out` was queued.
     pub(super) fn deliver(&mut self, i: usize, out: Outbound) -> bool {
         self.members[i].membership_tail = None;
         if self.members[i].lagged {
-            if self.members[i].out.capacity() >= 2 {
-                self.resync(i);
+            let output = matches!(out, Outbound::Output { .. });
+            let m = &self.members[i];
+            let paced = m.rekeyed.is_none_or(|at| at.elapsed() >= REKEY_PACE);
+            // Room for the error, the keyframe and the frame itself.
+            if m.out.capacity() < 3 || (output && !paced) {
+                return false;
             }
-            return false;
+            self.resync(i);
+            if output {
+                // The keyframe already shows it.
+                return false;
+            }
         }
         let m = &mut self.members[i];
         if let Err(mpsc::error::TrySendError::Full(_)) = m.out.try_send(out) {
@@ -132,16 +142,26 @@ impl Actor {
     }
 
     /// `PTY_OUTPUT_LAGGED` and a fresh keyframe for member `i`, in place of what it missed.
+    /// Members re-keyed at the same point of the stream share the two frames.
     pub(super) fn resync(&mut self, i: usize) {
-        let lagged = self.personal(SessionFrame::Error {
-            code: PtyErrorCode::PtyOutputLagged,
-            message: "this viewer fell behind; continuing from a keyframe".into(),
-        });
-        let keyframe = self.personal_keyframe();
+        let current = self.sequences.current();
+        let frames = match &self.rekey {
+            Some((at, frames)) if *at == current => frames.clone(),
+            _ => {
+                let lagged = self.personal(SessionFrame::Error {
+                    code: PtyErrorCode::PtyOutputLagged,
+                    message: "this viewer fell behind; continuing from a keyframe".into(),
+                });
+                let frames = [lagged, self.personal_keyframe()];
+                self.rekey = Some((self.sequences.current(), frames.clone()));
+                frames
+            }
+        };
         let m = &mut self.members[i];
         m.lagged = false;
+        m.rekeyed = Some(Instant::now());
         m.membership_tail = None;
-        for f in [lagged, keyframe] {
+        for f in frames {
             let _ = m.out.try_send(Outbound::Frame(f));
         }
     }

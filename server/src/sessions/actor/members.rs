@@ -55,6 +55,7 @@ impl Actor {
             output: req.output,
             flow: None,
             lagged: false,
+            rekeyed: None,
             last_keyframe_request: None,
             membership_tail: None,
         });

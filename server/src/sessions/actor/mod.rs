@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::Resumed;
 use super::host::Host;
 use crate::audit::Audit;
+use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::task::TaskTracker;
@@ -47,6 +48,9 @@ pub use shell::{TaskEvent, TaskRun};
 
 /// Frames queued for one viewer before it counts as lagging.
 const VIEWER_QUEUE: usize = 256;
+/// A lagging viewer is re-keyed (an error and a keyframe) at most this often while output
+/// goes on; it skips output between.
+const REKEY_PACE: Duration = Duration::from_millis(100);
 /// How long a slow viewer's last frames may wait for room in its queue.
 const FAREWELL_WAIT: Duration = Duration::from_secs(10);
 /// Output chunks are coalesced into frames of up to this many bytes.
@@ -144,6 +148,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         numbered: Default::default(),
         sandboxed: s.sandboxed,
         clocks,
+        rekey: None,
     };
     actor.publish_status();
     tasks.spawn(actor.run(command_rx, s.events));
@@ -181,6 +186,9 @@ struct Actor {
     numbered: updates::Numbered,
     sandboxed: Option<Arc<super::Sandboxed>>,
     clocks: lifetime::Clocks,
+    /// The last re-keying's two frames and the sequence after them: members re-keyed
+    /// before anything else is numbered get the same.
+    rekey: Option<(u64, [Bytes; 2])>,
 }
 
 impl Actor {
@@ -368,6 +376,7 @@ impl Actor {
     }
 
     fn next_seq(&mut self) -> u64 {
+        self.rekey = None;
         let (seq, reserved) = self.sequences.next();
         if !reserved {
             tracing::warn!(session_id = %self.id, seq, "a sequence beyond the store's reservation was handed out");

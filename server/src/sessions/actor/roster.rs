@@ -23,6 +23,8 @@ pub(super) struct Member {
     /// Set once the member acknowledges output (`ptyhost.ack`).
     pub flow: Option<Window>,
     pub lagged: bool,
+    /// When it last got `PTY_OUTPUT_LAGGED` and a keyframe (re-keying is paced).
+    pub rekeyed: Option<Instant>,
     pub last_keyframe_request: Option<Instant>,
     /// The membership frame at the tail of the queue, while nothing was queued after it.
     pub membership_tail: Option<MembershipSlot>,
@@ -196,6 +198,7 @@ mod tests {
             output: OutputEncoding::Json,
             flow: None,
             lagged: false,
+            rekeyed: None,
             last_keyframe_request: None,
             membership_tail: None,
         }
