@@ -1,12 +1,19 @@
 //! The server-side terminal emulator (avt) that every session's output is fed into, and
 //! the keyframes it produces: escape sequences that repaint the screen exactly (contents,
 //! SGR, cursor, alternate screen, modes) when written into a terminal of the same size.
+//! A quiet screen is kept as its dump instead: hundreds of bytes in place of the two grids
+//! of cells an emulator holds (some 140 KiB at 120×30), restored exactly when it changes.
 
 /// Written first in every keyframe: a full reset, so the snapshot applies to any terminal state.
 const RESET: &str = "\x1bc";
 
 pub struct Screen {
-    vt: avt::Terminal,
+    /// The emulator, while the screen is in use (`vt()` restores it from `dump`).
+    vt: Option<avt::Terminal>,
+    /// While `vt` is let go: its dump.
+    dump: String,
+    /// Columns and rows.
+    size: (usize, usize),
     /// Bytes of a UTF-8 sequence split across two reads.
     pending: Vec<u8>,
     tracker: Tracker,
@@ -22,14 +29,43 @@ const HOLD_LIMIT: usize = 256 << 10;
 
 impl Screen {
     pub fn new(cols: u16, rows: u16) -> Screen {
+        // It starts as a blank screen's dump: the emulator is made when output comes.
+        let size = (usize::from(cols.max(1)), usize::from(rows.max(1)));
+        let blank = avt::Terminal::new(size.0, size.1).expect("dimensions are at least 1");
         Screen {
-            vt: avt::Terminal::new(usize::from(cols.max(1)), usize::from(rows.max(1)))
-                .expect("dimensions are at least 1"),
+            vt: None,
+            dump: blank.dump(),
+            size,
             pending: Vec::new(),
             tracker: Tracker::default(),
             held: Vec::new(),
             owed_blank: false,
         }
+    }
+
+    /// The emulator, restored from its dump if it was let go.
+    fn vt(&mut self) -> &mut avt::Terminal {
+        let ((cols, rows), dump) = (self.size, &mut self.dump);
+        self.vt.get_or_insert_with(|| {
+            let mut vt = avt::Terminal::new(cols, rows).expect("a screen has at least one cell");
+            vt.feed(std::mem::take(dump).as_str());
+            vt
+        })
+    }
+
+    /// Whether the emulator is held (not compacted).
+    pub fn in_use(&self) -> bool {
+        self.vt.is_some() || !self.held.is_empty()
+    }
+
+    /// Lets the emulator go, keeping its dump, until the screen is next changed or read:
+    /// for a screen that has gone quiet.
+    pub fn compact(&mut self) {
+        self.settle();
+        if let Some(vt) = self.vt.take() {
+            self.dump = vt.dump();
+        }
+        self.held = Vec::new();
     }
 
     /// Feeds raw PTY output; a multi-byte character split across calls is kept for the next.
@@ -42,7 +78,7 @@ impl Screen {
     /// the rest are fed. The screen, cursor and modes come out exactly as if every byte
     /// had been fed.
     pub fn feed(&mut self, bytes: &[u8]) {
-        let (_, rows) = self.vt.size();
+        let (_, rows) = self.size;
         let quiet = self.tracker.quiet() && self.pending.is_empty();
         self.tracker.feed(bytes, rows);
         if quiet && plain(bytes) {
@@ -58,39 +94,39 @@ impl Screen {
         }
         self.settle();
         let text = decode_utf8_stream(&mut self.pending, bytes);
-        self.vt.feed(text.as_str());
+        self.vt().feed(text.as_str());
     }
 
     /// Feeds what is held: the owed blank screenful, then the held lines.
     fn settle(&mut self) {
         if std::mem::take(&mut self.owed_blank) {
-            let rows = self.vt.size().1;
+            let rows = self.size.1;
             let mut blank = String::with_capacity(1 + 2 * rows);
             blank.push('\r');
             blank.extend(std::iter::repeat_n('\n', 2 * rows));
-            self.vt.feed(blank.as_str());
+            self.vt().feed(blank.as_str());
         }
         if !self.held.is_empty() {
             // A character split at the end of what is held waits for the next bytes.
             let text = decode_utf8_stream(&mut self.pending, &self.held);
-            self.vt.feed(text.as_str());
+            self.vt().feed(text.as_str());
             self.held.clear();
         }
     }
 
     pub fn resize(&mut self, cols: u16, rows: u16) {
         self.settle();
-        let rows = usize::from(rows.max(1));
-        if rows != self.vt.size().1 {
+        let size = (usize::from(cols.max(1)), usize::from(rows.max(1)));
+        if size.1 != self.size.1 {
             // The emulator resets its margins when the height changes.
             self.tracker.region = false;
         }
-        self.vt.resize(usize::from(cols.max(1)), rows);
+        self.vt().resize(size.0, size.1);
+        self.size = size;
     }
 
     pub fn size(&self) -> (u16, u16) {
-        let (cols, rows) = self.vt.size();
-        (cols as u16, rows as u16)
+        (self.size.0 as u16, self.size.1 as u16)
     }
 
     /// The keyframe snapshot: a reset, avt's screen dump, then the input modes avt does
@@ -98,7 +134,10 @@ impl Screen {
     pub fn snapshot(&mut self) -> Vec<u8> {
         self.settle();
         let mut out = String::from(RESET);
-        out.push_str(&self.vt.dump());
+        match &self.vt {
+            Some(vt) => out.push_str(&vt.dump()),
+            None => out.push_str(&self.dump),
+        }
         for mode in &self.tracker.modes {
             out.push_str(&format!("\x1b[?{mode}h"));
         }
@@ -113,7 +152,7 @@ impl Screen {
     /// The visible text, one string per row with trailing blanks trimmed (for tests and logs).
     pub fn text(&mut self) -> Vec<String> {
         self.settle();
-        self.vt
+        self.vt()
             .screen()
             .visible_lines()
             .map(|l| l.text().trim_end().to_owned())
@@ -124,7 +163,7 @@ impl Screen {
     /// exactly when these are equal.
     pub fn cells(&mut self) -> Vec<Vec<(char, avt::Pen)>> {
         self.settle();
-        self.vt
+        self.vt()
             .screen()
             .visible_lines()
             .map(|l| l.cells().iter().map(|c| (c.char(), *c.pen())).collect())
@@ -133,12 +172,12 @@ impl Screen {
 
     pub fn cursor(&mut self) -> avt::Cursor {
         self.settle();
-        self.vt.cursor()
+        self.vt().cursor()
     }
 
     pub fn alternate_screen(&mut self) -> bool {
         self.settle();
-        self.vt.active_screen_kind() == avt::ScreenKind::Alternate
+        self.vt().active_screen_kind() == avt::ScreenKind::Alternate
     }
 }
 

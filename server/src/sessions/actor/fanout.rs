@@ -202,6 +202,7 @@ impl Actor {
 
     pub(super) fn output(&mut self, data: Vec<u8>) {
         self.clocks.touch();
+        self.compact_at = None;
         self.screen.feed(&data);
         if let Some(ShellSide { scanner, state }) = self.shell.as_mut() {
             let (pty, prompted) = (&self.pty, state.prompted);

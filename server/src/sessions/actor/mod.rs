@@ -72,6 +72,8 @@ const CANCEL_GRACE: Duration = Duration::from_secs(2);
 const INPUT_IDLE: Duration = Duration::from_millis(800);
 /// How long the write-behind lets frames gather before it writes them.
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
+/// A screen with no output for this long is compacted (`Screen::compact`).
+const COMPACT_AFTER: Duration = Duration::from_secs(1);
 /// Retention is enforced at least this often, and after every `replay_frames` frames.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -149,6 +151,7 @@ pub fn start(tasks: &TaskTracker, s: Start) -> SessionHandle {
         sandboxed: s.sandboxed,
         clocks,
         rekey: None,
+        compact_at: None,
     };
     actor.publish_status();
     tasks.spawn(actor.run(command_rx, s.events));
@@ -189,6 +192,8 @@ struct Actor {
     /// The last re-keying's two frames and the sequence after them: members re-keyed
     /// before anything else is numbered get the same.
     rekey: Option<(u64, [Bytes; 2])>,
+    /// When the screen, in use now, is to be compacted.
+    compact_at: Option<Instant>,
 }
 
 impl Actor {
@@ -212,7 +217,10 @@ impl Actor {
                 .clocks
                 .next(self.busy())
                 .filter(|_| self.close_reason.is_none());
-            let wake = [drain_until, kill_at, task_kill, lifetime]
+            if self.compact_at.is_none() && self.screen.in_use() {
+                self.compact_at = Some(Instant::now() + COMPACT_AFTER);
+            }
+            let wake = [drain_until, kill_at, task_kill, lifetime, self.compact_at]
                 .into_iter()
                 .flatten()
                 .min();
@@ -245,6 +253,10 @@ impl Actor {
                     }
                     if let Some(shell) = self.shell.as_mut() {
                         shell.state.kill_overdue(&self.pty);
+                    }
+                    if self.compact_at.is_some_and(|t| t <= now) {
+                        self.compact_at = None;
+                        self.screen.compact();
                     }
                     if self.close_reason.is_none()
                         && let Some(reason) = self.lifetime_due()

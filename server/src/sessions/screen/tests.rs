@@ -36,10 +36,10 @@ fn input_modes_survive_split_chunks_and_reach_the_keyframe() {
 
 /// Feeds every byte to the emulator, with no skipping: what `feed` must equal.
 fn feed_all(s: &mut Screen, bytes: &[u8]) {
-    let (_, rows) = s.vt.size();
+    let (_, rows) = s.size;
     s.tracker.feed(bytes, rows);
     let text = decode_utf8_stream(&mut s.pending, bytes);
-    s.vt.feed(text.as_str());
+    s.vt().feed(text.as_str());
 }
 
 #[test]
@@ -218,4 +218,24 @@ fn keyframe_into_a_fresh_emulator_reproduces_a_full_screen_program_cell_for_cell
     }
     assert_eq!(replica.cells(), live.cells());
     assert_eq!(replica.text()[0], "shell prompt$ top");
+}
+
+#[test]
+fn a_compacted_screen_comes_back_cell_for_cell_and_goes_on_as_if_it_never_left() {
+    let (mut kept, mut compacted) = (Screen::new(40, 10), Screen::new(40, 10));
+    for s in [&mut kept, &mut compacted] {
+        s.feed(b"\x1b[4;20r\x1b[3g\x1b[10G\x1bH\x1b[7m\x1b7");
+        s.feed(FULL_SCREEN_APP);
+    }
+    compacted.compact();
+    assert!(compacted.vt.is_none(), "the emulator is let go");
+    assert_eq!(compacted.snapshot(), kept.snapshot(), "a keyframe needs no restore");
+    assert!(compacted.vt.is_none());
+    for s in [&mut kept, &mut compacted] {
+        s.feed(b"\x1b[3;1H\r\nmore\tlines\r\n\x1b8scroll\x1b[?1049l\tx\x1b[23;1Hend\r\n");
+    }
+    assert_eq!(compacted.cells(), kept.cells());
+    assert_eq!(compacted.cursor(), kept.cursor());
+    assert_eq!(compacted.text(), kept.text());
+    assert_eq!(compacted.snapshot(), kept.snapshot());
 }
