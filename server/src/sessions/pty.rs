@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 use super::SessionSpec;
 use crate::sys::{self, Ready, Signal};
@@ -96,20 +97,24 @@ impl PtyOutput {
         }
     }
 
-    /// Appends the output the terminal has now to `data`, up to `max` bytes in all,
-    /// without waiting.
-    pub fn take_ready(&mut self, data: &mut Vec<u8>, max: usize) {
-        let Some(ready) = self.ready.as_ref().filter(|_| !self.ended) else {
+    /// Appends output to `data`, up to `max` bytes in all: what the terminal has now, and
+    /// what it gets until `deadline` (a flood is read as it comes, so that the program
+    /// never waits on a full terminal while a frame is gathered).
+    pub async fn read_more(&mut self, data: &mut Vec<u8>, max: usize, deadline: Instant) {
+        let Some(ready) = self.ready.as_ref() else {
             return;
         };
-        while data.len() < max {
-            match read_into(ready.get_ref(), data, max - data.len()) {
-                Ok(0) => self.ended = true,
-                Ok(_) => continue,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => self.ended = e.kind() != io::ErrorKind::WouldBlock,
+        while data.len() < max && !self.ended {
+            // The read is tried first: a deadline already past still takes what is there.
+            let Ok(Ok(mut guard)) = tokio::time::timeout_at(deadline, ready.readable()).await
+            else {
+                return;
+            };
+            match guard.try_io(|f| read_into(f.get_ref(), data, max - data.len())) {
+                Ok(Ok(0)) => self.ended = true,
+                Ok(Err(e)) if e.kind() != io::ErrorKind::Interrupted => self.ended = true,
+                _ => {}
             }
-            return;
         }
     }
 }

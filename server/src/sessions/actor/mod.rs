@@ -57,7 +57,7 @@ const FAREWELL_WAIT: Duration = Duration::from_secs(10);
 const MAX_OUTPUT_FRAME: usize = 64 * 1024;
 /// A read this large filled the terminal's buffer (4 KiB): more output is on its way.
 const FULL_READ: usize = 4000;
-/// How long a flood's frame that is not full yet waits for more output, once.
+/// How long a flood's frame gathers output before it goes out unless it is full.
 const GATHER: Duration = Duration::from_millis(1);
 /// The hot ring's byte bound (frames beyond it are served from the store).
 const RING_BYTES: usize = 16 * 1024 * 1024;
@@ -406,18 +406,15 @@ impl Actor {
 }
 
 /// One output frame: `first` and whatever the terminal has after it, up to
-/// `MAX_OUTPUT_FRAME`. A read that filled the terminal's buffer says a flood is on: then,
-/// if the frame is not full yet, it waits `GATHER` once and takes what arrived meanwhile,
-/// so a flood goes out in large frames (each is numbered, retained, persisted and sent)
-/// and wakes the actor once a frame rather than once a 4 KiB read. Interactive output (an
-/// echo, a prompt) does not fill the buffer and goes at once.
+/// `MAX_OUTPUT_FRAME`. A read that filled the terminal's buffer says a flood is on: then
+/// output is read as it comes for up to `GATHER`, so a flood goes out in large frames (each
+/// is numbered, retained, persisted and sent) and wakes the rest of the actor once a frame
+/// rather than once a 4 KiB read. Interactive output (an echo, a prompt) does not fill the
+/// buffer and goes at once.
 async fn gather(mut data: Vec<u8>, output: &mut PtyOutput) -> Vec<u8> {
     let flooding = data.len() >= FULL_READ;
-    output.take_ready(&mut data, MAX_OUTPUT_FRAME);
-    if flooding && data.len() < MAX_OUTPUT_FRAME {
-        tokio::time::sleep(GATHER).await;
-        output.take_ready(&mut data, MAX_OUTPUT_FRAME);
-    }
+    let until = Instant::now() + if flooding { GATHER } else { Duration::ZERO };
+    output.read_more(&mut data, MAX_OUTPUT_FRAME, until).await;
     // The frame is kept for replay: without the room reads left in it.
     data.shrink_to_fit();
     data
