@@ -42,14 +42,53 @@ pub fn executor_frame<P: Serialize>(op: &str, seq: Option<u64>, ts: &str, payloa
 }
 
 /// PTY output in the executor's shape: `{op: "output", seq, ts, payload: {data}}`, `data`
-/// in base64.
+/// in base64, written directly (what `executor_frame` makes of it, byte for byte).
 pub fn executor_output(sequence: u64, ts: &str, data: &[u8]) -> Vec<u8> {
-    #[derive(Serialize)]
-    struct Data<'a> {
-        data: &'a str,
-    }
-    let data = STANDARD.encode(data);
-    executor_frame("output", Some(sequence), ts, Data { data: &data })
+    let mut out = Vec::with_capacity(96 + base64_len(data));
+    out.extend_from_slice(b"{\"op\":\"output\",\"seq\":");
+    out.extend_from_slice(sequence.to_string().as_bytes());
+    out.extend_from_slice(b",\"ts\":");
+    json_string(&mut out, ts);
+    out.extend_from_slice(b",\"payload\":{\"data\":\"");
+    base64_onto(&mut out, data);
+    out.extend_from_slice(b"\"}}");
+    out
+}
+
+/// The spec's session envelope of PTY output (`SessionFrame::Output` on stdout), written
+/// directly: what `server::encode_envelope` makes of it, byte for byte, without a copy of
+/// the bytes or a scan of their base64 for characters to escape.
+pub fn output_envelope(op: &str, id: &str, ts: &str, sequence: u64, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(160 + base64_len(data));
+    out.extend_from_slice(b"{\"op\":");
+    json_string(&mut out, op);
+    out.extend_from_slice(b",\"id\":");
+    json_string(&mut out, id);
+    out.extend_from_slice(b",\"ts\":");
+    json_string(&mut out, ts);
+    out.extend_from_slice(b",\"sequence\":");
+    out.extend_from_slice(sequence.to_string().as_bytes());
+    out.extend_from_slice(b",\"payload\":{\"kind\":\"Output\",\"stream\":\"stdout\",\"data\":\"");
+    base64_onto(&mut out, data);
+    out.extend_from_slice(b"\"}}");
+    out
+}
+
+fn base64_len(data: &[u8]) -> usize {
+    data.len().div_ceil(3) * 4
+}
+
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(out, s).expect("a string serializes into memory");
+}
+
+fn base64_onto(out: &mut Vec<u8>, data: &[u8]) {
+    let start = out.len();
+    out.resize(start + base64_len(data), 0);
+    let written = STANDARD
+        .encode_slice(data, &mut out[start..])
+        .expect("the room is base64's length");
+    out.truncate(start + written);
 }
 
 /// The sequence, stream id and bytes of a `PW1O` frame.

@@ -15,7 +15,7 @@ pub mod v03;
 
 pub use binary::{
     BINARY_INPUT_MAGIC, BINARY_OUTPUT_MAGIC, BINARY_STREAM_PTY, binary_input, binary_output,
-    executor_frame, executor_output, parse_binary_output,
+    executor_frame, executor_output, output_envelope, parse_binary_output,
 };
 
 use base64::Engine as _;

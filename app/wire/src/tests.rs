@@ -24,6 +24,44 @@ fn binary_frames_round_trip() {
 }
 
 #[test]
+fn output_written_directly_is_what_serde_writes_byte_for_byte() {
+    for data in [
+        &b""[..],
+        b"a",
+        b"hi\x1b[0m\r\n",
+        &[0xff, 0x00, 0xc2, 0x9b, 0x22, 0x5c][..],
+    ] {
+        let frame = SessionFrame::Output {
+            stream: OutputStream::Stdout,
+            data: Base64Bytes(data.to_vec()),
+        };
+        let (id, ts) = ("0190-id", "2026-12-04T00:00:00.000Z");
+        assert_eq!(
+            String::from_utf8(output_envelope(OP_SESSION_FRAME, id, ts, 42, data)).unwrap(),
+            String::from_utf8(server::encode_envelope(
+                OP_SESSION_FRAME,
+                id,
+                ts,
+                Some(42),
+                &frame
+            ))
+            .unwrap()
+        );
+        #[derive(serde::Serialize)]
+        struct Data {
+            data: String,
+        }
+        let data_b64 = Data {
+            data: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data),
+        };
+        assert_eq!(
+            executor_output(7, ts, data),
+            executor_frame("output", Some(7), ts, data_b64)
+        );
+    }
+}
+
+#[test]
 fn input_payload_decodes_base64_bytes() {
     let d = ClientOp::decode(
         r#"{"op":"pty.session_input","id":"a","ts":"2026-01-01T00:00:00Z","payload":{"data":"aGk=","session_id":"s1"}}"#,

@@ -2,9 +2,10 @@
 echo and a flood to one viewer, through ptyhost's pty-ws (binary or JSON) or through the
 bare relay (`pty_relay`), and the same flood read from a raw PTY by Python itself.
 
-    pty_client.py echo URL [TOKEN]                prints: p50_us p99_us
-    pty_client.py flood URL [TOKEN SUBPROTOCOL]   prints: bytes seconds
-    pty_client.py raw-flood FILE                  prints: bytes seconds
+    client.py echo URL [TOKEN]                prints: p50_us p99_us
+    client.py flood URL [TOKEN SUBPROTOCOL]   prints: bytes seconds
+    client.py raw-flood FILE                  prints: bytes seconds
+    client.py joins URL TOKEN N               prints: p50_ms slowest_ms (N at once)
 
 With a TOKEN the URL is a ptyhost attach URL (joined as controller for the echo, as
 observer for the flood); without one it is the bare relay."""
@@ -92,6 +93,19 @@ async def flood(url, token, subprotocol):
     print(f"{total} {(last - first) if first else 0:.6f}")
 
 
+async def timed_join(url, token):
+    t = time.perf_counter()
+    ws = await attach(url, token, "pty-ws.v1", "observer")
+    took = time.perf_counter() - t
+    await ws.close()
+    return took
+
+
+async def joins(url, token, n):
+    times = sorted(await asyncio.gather(*(timed_join(url, token) for _ in range(n))))
+    print(f"{times[len(times) // 2] * 1e3:.1f} {times[-1] * 1e3:.1f}")
+
+
 def raw_flood(path):
     main, child = os.openpty()
     proc = subprocess.Popen(["cat", path], stdin=child, stdout=child, stderr=child)
@@ -118,6 +132,8 @@ def main():
     elif mode == "flood":
         token, subprotocol = rest if rest else (None, None)
         asyncio.run(flood(target, token, subprotocol))
+    elif mode == "joins":
+        asyncio.run(joins(target, rest[0], int(rest[1])))
     elif mode == "raw-flood":
         raw_flood(target)
     else:

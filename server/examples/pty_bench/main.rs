@@ -270,25 +270,31 @@ async fn main() -> anyhow::Result<()> {
     for _ in 0..JOINS {
         one_by_one.push(ws::timed_join(&addr, &full).await?);
     }
-    let at_once = futures_util::future::join_all((0..JOINS).map(|_| ws::timed_join(&addr, &full)));
-    let mut at_once: Vec<Duration> = at_once.await.into_iter().collect::<Result<_, _>>()?;
-    for (what, times) in [
-        ("one after another", &mut one_by_one),
-        ("all at once", &mut at_once),
-    ] {
-        let (p50, _) = percentiles(times);
+    // Each joiner a task of its own, as separate clients are.
+    let at_once = (0..JOINS).map(|_| {
+        let (addr, full) = (addr.clone(), full.clone());
+        tokio::spawn(async move { ws::timed_join(&addr, &full).await })
+    });
+    let mut joined = Vec::with_capacity(JOINS);
+    for j in futures_util::future::join_all(at_once).await {
+        joined.push(j??);
+    }
+    let at_once = joined;
+    for (what, joins) in [("one after another", one_by_one), ("all at once", at_once)] {
+        let (mut times, mut upgrades): (Vec<_>, Vec<_>) = joins.into_iter().unzip();
         let slowest = times.iter().max().copied().unwrap_or_default();
         println!(
-            "join ({JOINS} observers {what}): upgrade to keyframe p50 {:.1} ms, slowest {:.1} ms (goal <= 20 ms)",
-            us(p50) / 1000.0,
-            us(slowest) / 1000.0
+            "join ({JOINS} observers {what}): upgrade to keyframe p50 {:.1} ms, slowest {:.1} ms (goal <= 20 ms); of which the upgrade p50 {:.1} ms",
+            us(percentiles(&mut times).0) / 1000.0,
+            us(slowest) / 1000.0,
+            us(percentiles(&mut upgrades).0) / 1000.0,
         );
     }
     let e = {
         let empty = create(json!({ "command": "exec cat" })).await?;
         let mut times = Vec::new();
         for _ in 0..20 {
-            times.push(ws::timed_join(&addr, &empty).await?);
+            times.push(ws::timed_join(&addr, &empty).await?.0);
         }
         percentiles(&mut times).0
     };

@@ -92,14 +92,16 @@ pub async fn join_as_executor(ws: &mut Ws) -> anyhow::Result<()> {
     }
 }
 
-/// From the upgrade's request to the joiner's keyframe, for an observer.
-pub async fn timed_join(addr: &str, sid: &str) -> anyhow::Result<Duration> {
+/// From the upgrade's request to the joiner's keyframe, for an observer; and the part of
+/// it until the upgrade was answered.
+pub async fn timed_join(addr: &str, sid: &str) -> anyhow::Result<(Duration, Duration)> {
     let t = Instant::now();
     let mut ws = attach(addr, sid).await?;
+    let upgraded = t.elapsed();
     join(&mut ws, "observer", None).await?;
     let took = t.elapsed();
     ws.close(None).await?;
-    Ok(took)
+    Ok((took, upgraded))
 }
 
 /// What a viewer received of a flood.

@@ -5,7 +5,7 @@ use anyhow::Result;
 use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
-use wire::{CloseReason, OutputStream, Role, SessionFrame};
+use wire::{CloseReason, Role, SessionFrame};
 
 use super::actor::TaskRun;
 use crate::auth::Scope;
@@ -57,11 +57,15 @@ pub fn envelope(frame: &Frame) -> Bytes {
     match &frame.body {
         FrameBody::Envelope { text, .. } => text.clone(),
         FrameBody::Output { envelope_id, data } => {
-            let output = SessionFrame::Output {
-                stream: OutputStream::Stdout,
-                data: wire::Base64Bytes(data.to_vec()),
-            };
-            encode_envelope(frame.sequence, envelope_id, frame.created_at, &output)
+            let ts = clock::rfc3339(frame.created_at);
+            let op = wire::OP_SESSION_FRAME;
+            Bytes::from(wire::output_envelope(
+                op,
+                envelope_id,
+                &ts,
+                frame.sequence,
+                data,
+            ))
         }
     }
 }

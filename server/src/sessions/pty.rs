@@ -105,15 +105,33 @@ impl PtyOutput {
             return;
         };
         while data.len() < max && !self.ended {
-            // The read is tried first: a deadline already past still takes what is there.
-            let Ok(Ok(mut guard)) = tokio::time::timeout_at(deadline, ready.readable()).await
-            else {
-                return;
+            let most = max - data.len();
+            // Before the deadline, wait for more; after it (or without one), take only what
+            // is there: a timer already due would still wait for the clock's next tick.
+            let waited = match Instant::now() < deadline {
+                true => tokio::time::timeout_at(deadline, ready.readable())
+                    .await
+                    .ok(),
+                false => None,
             };
-            match guard.try_io(|f| read_into(f.get_ref(), data, max - data.len())) {
-                Ok(Ok(0)) => self.ended = true,
-                Ok(Err(e)) if e.kind() != io::ErrorKind::Interrupted => self.ended = true,
-                _ => {}
+            let read = match waited {
+                Some(Ok(mut guard)) => match guard.try_io(|f| read_into(f.get_ref(), data, most)) {
+                    Ok(read) => read,
+                    Err(_would_block) => continue,
+                },
+                Some(Err(e)) => Err(e),
+                None => read_into(ready.get_ref(), data, most),
+            };
+            match read {
+                Ok(0) => self.ended = true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return;
+                    }
+                }
+                Err(_) => self.ended = true,
             }
         }
     }

@@ -229,7 +229,11 @@ fn a_compacted_screen_comes_back_cell_for_cell_and_goes_on_as_if_it_never_left()
     }
     compacted.compact();
     assert!(compacted.vt.is_none(), "the emulator is let go");
-    assert_eq!(compacted.snapshot(), kept.snapshot(), "a keyframe needs no restore");
+    assert_eq!(
+        compacted.snapshot(),
+        kept.snapshot(),
+        "a keyframe needs no restore"
+    );
     assert!(compacted.vt.is_none());
     for s in [&mut kept, &mut compacted] {
         s.feed(b"\x1b[3;1H\r\nmore\tlines\r\n\x1b8scroll\x1b[?1049l\tx\x1b[23;1Hend\r\n");
