@@ -204,14 +204,18 @@ async fn check_attach(
     let principal = authenticate(state, headers, token.as_deref())
         .await
         .map_err(auth_error)?;
-    let view = match principal.sees_session(sid) {
-        true => state.sessions.view(&SessionId::from(sid)).await?,
-        false => None,
+    let not_found = || ApiError::not_found(format!("no session {sid}"));
+    let id = SessionId::from(sid);
+    let owner = match principal.sees_session(sid) {
+        false => return Err(not_found()),
+        // A session running here needs no trip to the store (fifty joins at once would
+        // queue for its connections).
+        true if state.sessions.live(&id).is_some() => Owner::Here,
+        true => match state.sessions.view(&id).await? {
+            Some(view) => state.node.owner(&view.row).await?,
+            None => return Err(not_found()),
+        },
     };
-    let Some(view) = view else {
-        return Err(ApiError::not_found(format!("no session {sid}")));
-    };
-    let owner = state.node.owner(&view.row).await?;
     state
         .limits
         .connection(&principal.token_id)
