@@ -202,16 +202,10 @@ fn plain(bytes: &[u8]) -> bool {
 /// line feeds before it (the cursor on the bottom row, the line below fresh) and a
 /// screenful after it (every visible row is written after the cut).
 fn scrolled_off(bytes: &[u8], rows: usize) -> Option<usize> {
-    let mut after = 0;
-    let mut cut = None;
-    for i in memchr::memrchr_iter(b'\n', bytes) {
-        if after >= rows && i > 0 && bytes[i - 1] == b'\r' {
-            cut = Some(i + 1);
-            break;
-        }
-        after += 1;
-    }
-    let cut = cut?;
+    let cut = memchr::memrchr_iter(b'\n', bytes)
+        .enumerate()
+        .find(|&(after, i)| after >= rows && i > 0 && bytes[i - 1] == b'\r')
+        .map(|(_, i)| i + 1)?;
     memchr::memchr_iter(b'\n', &bytes[..cut])
         .nth(rows)
         .map(|_| cut)
