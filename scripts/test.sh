@@ -3,7 +3,8 @@
 # debug ptyhost that embeds it, the Rust unit and integration tests (real server, real PTYs,
 # real WebSocket clients; the store and a cluster of nodes also on PostgreSQL), the official
 # Python and JavaScript A2A clients against the server, and the Playwright tests in Chromium
-# (against a copy of the binary alone in an empty directory).
+# (against a copy of the binary alone in an empty directory); then the terminal's speed
+# regression guard on a release build (echo and flood against a raw PTY in the same run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -34,3 +35,6 @@ venv="${PTYHOST_VENV:-/var/cache/ptyhost/venv}"
 (cd end2end/mcp && "$venv/bin/python" -m pytest -q -p no:cacheprovider)
 (cd end2end && node --experimental-websocket --test a2a-js/ agentic-sandbox/ mcp/)
 (cd end2end && npx playwright test)
+# The regression guard: no timing in a unit test, a ratio to the raw PTY measured beside it.
+cargo build --release -p server --bin ptyhost --example pty_bench --example pty_relay
+PTY_BENCH_GUARD=1 "$CARGO_TARGET_DIR/release/examples/pty_bench" "$CARGO_TARGET_DIR/release/ptyhost" 16

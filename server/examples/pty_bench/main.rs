@@ -16,8 +16,9 @@
 //! Build `pty_relay` first (`cargo build --release -p server --examples`). The Python
 //! client runs under `BENCH_PYTHON`, else the tests' virtualenv; with `TERMINADO_PYTHON`
 //! set to a Python that has terminado, the same flood and echo also run through terminado.
-//! With `PTY_BENCH_GUARD=1` it exits non-zero when echo or flood fall below the guard's
-//! ratios (`guard`), as CI runs it. PTYHOST_BIN defaults to the release binary beside it.
+//! With `PTY_BENCH_GUARD=1` it measures only echo and flood (from Rust) and exits non-zero
+//! when either falls below the guard's ratios to the raw PTY (`guard`): the regression
+//! guard the test command runs. PTYHOST_BIN defaults to the release binary beside it.
 
 mod baselines;
 #[path = "../common/mod.rs"]
@@ -51,11 +52,12 @@ const VIEWERS: [(&str, bool); 3] = [
 ];
 const ECHO: &str = "stty raw -echo; exec cat";
 
-/// The regression guard CI runs: echo and flood against their baselines in this run, with
-/// room for a noisy 2-core machine below the goals (1.3x the relay's echo; 0.9x a raw read).
+/// The regression guard CI runs: echo and flood against a raw PTY in the same run, with
+/// room for a noisy 2-core machine (measured here: echo 3.4-3.9x the raw PTY's, flood
+/// 0.7-0.9x a raw read).
 mod guard {
-    pub const ECHO_VS_RELAY: f64 = 2.0;
-    pub const FLOOD_VS_RAW: f64 = 0.6;
+    pub const ECHO_VS_RAW: f64 = 8.0;
+    pub const FLOOD_VS_RAW: f64 = 0.5;
 }
 
 #[tokio::main]
@@ -80,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
         screen.text()
     };
     let python = python_path();
-    let mut failed = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
 
     let flags = [
         "--max-observers",
@@ -123,10 +125,10 @@ async fn main() -> anyhow::Result<()> {
         raw.0,
         ours.0 / raw.0
     );
-    if ours.0 / bare.0 > guard::ECHO_VS_RELAY {
-        failed.push(format!("echo {:.2}x the relay's", ours.0 / bare.0));
+    if ours.0 / raw.0 > guard::ECHO_VS_RAW {
+        failed.push(format!("echo {:.1}x the raw PTY's", ours.0 / raw.0));
     }
-    if let Some(python) = &python {
+    if let Some(python) = python.as_ref().filter(|_| !guarding) {
         let url = attach_url(&addr, &sid);
         drop(controller);
         let (mut bare_py, mut ours_py) = (Vec::new(), Vec::new());
@@ -149,7 +151,8 @@ async fn main() -> anyhow::Result<()> {
     let mut rounds = [Vec::new(), Vec::new(), Vec::new()];
     let mut costs = [Vec::new(), Vec::new(), Vec::new()];
     let mut delivered = [(0, 0); 3];
-    for _ in 0..FLOOD_ROUNDS {
+    let rounds_of = if guarding { 3 } else { FLOOD_ROUNDS };
+    for _ in 0..rounds_of {
         let raw = bytes / raw_pty_flood(&file).await?.as_secs_f64();
         raw_rates.push(raw);
         for (i, (subprotocol, executor)) in VIEWERS.into_iter().enumerate() {
@@ -181,7 +184,7 @@ async fn main() -> anyhow::Result<()> {
         let ratio = median(&mut ratios);
         medians[i] = median(&mut rates);
         println!(
-            "flood (Rust client): {:.1} MiB/s to one {subprotocol} viewer vs {:.1} MiB/s raw PTY read (ratio {ratio:.2}, goal >= 0.9; the median of {FLOOD_ROUNDS} rounds, {low:.2}..{high:.2}; server CPU {:.1} ms per MiB; {} of {} bytes as output, {} lag events)",
+            "flood (Rust client): {:.1} MiB/s to one {subprotocol} viewer vs {:.1} MiB/s raw PTY read (ratio {ratio:.2}, goal >= 0.9; the median of {rounds_of} rounds, {low:.2}..{high:.2}; server CPU {:.1} ms per MiB; {} of {} bytes as output, {} lag events)",
             medians[i] / 1048576.0,
             raw_rate / 1048576.0,
             median(&mut costs[i]),
@@ -192,6 +195,18 @@ async fn main() -> anyhow::Result<()> {
         if i < 2 && ratio < guard::FLOOD_VS_RAW {
             failed.push(format!("flood to a {subprotocol} viewer {ratio:.2}x raw"));
         }
+    }
+
+    if guarding {
+        terminate(pid as i32);
+        child.wait().await?;
+        anyhow::ensure!(
+            failed.is_empty(),
+            "below the regression guard: {}",
+            failed.join("; ")
+        );
+        println!("the regression guard holds");
+        return Ok(());
     }
 
     // The same flood to one viewer from the Python client, against Python's raw PTY read.
@@ -346,11 +361,8 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    terminate(child.id().unwrap_or(0) as i32);
+    terminate(pid as i32);
     child.wait().await?;
-    if guarding && !failed.is_empty() {
-        anyhow::bail!("below the regression guard: {}", failed.join("; "));
-    }
     Ok(())
 }
 
