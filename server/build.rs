@@ -1,6 +1,7 @@
 //! Compiles `proto/a2a.proto` (A2A's normative service and messages: the gRPC binding's,
 //! and the STDIO binding's `stdio-proto` variant's) and `proto/stdio.proto` into a
-//! descriptor set with protox, a protobuf compiler in Rust: no protoc needed.
+//! descriptor set with protox, a protobuf compiler in Rust: no protoc needed; and from that
+//! set, prost's Rust types of the messages (prost-build).
 //! Finds the web UI that `cargo xtask build` wrote for this profile
 //! (`{target}/{debug|release}/site`, or `PTYHOST_SITE_DIR`) so that `http::assets` embeds
 //! it; without one the binary embeds an empty site and says so when it serves.
@@ -12,6 +13,9 @@ fn main() {
     let set = protox::compile(["a2a.proto", "stdio.proto"], ["proto"]).expect("proto/ compiles");
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     std::fs::write(out.join("a2a.bin"), set.encode_to_vec()).expect("OUT_DIR is writable");
+    prost_build::Config::new()
+        .compile_fds(set)
+        .expect("prost generates the messages");
 
     println!("cargo:rerun-if-env-changed=PTYHOST_SITE_DIR");
     let site = match std::env::var_os("PTYHOST_SITE_DIR") {

@@ -1,7 +1,8 @@
 //! The gRPC binding: A2A's `lf.a2a.v1.A2AService` (`proto/a2a.proto`) over HTTP/2 on the
-//! same listener as HTTP (h2c without TLS, h2 with `--tls-cert`). A thin adapter: each RPC's
-//! protobuf request becomes the 1.0 ProtoJSON that the JSON-RPC binding's `call` takes, and
-//! its answer (or each event of a stream) goes back as protobuf. The bearer token rides in
+//! same listener as HTTP (h2c without TLS, h2 with `--tls-cert`). A thin adapter: the task
+//! methods (send, stream, get, cancel, subscribe) decode prost's messages and map them to
+//! the task model directly (`model`); the others turn the request into the 1.0 ProtoJSON
+//! that the JSON-RPC binding's `call` takes, and the answer back into protobuf. The bearer token rides in
 //! the `authorization` metadata; `a2a-version` and `a2a-extensions` are read as the HTTP
 //! bindings read their headers; errors are google.rpc.Status with an ErrorInfo detail, in
 //! the gRPC codes of A2A's error table.
@@ -17,9 +18,12 @@ use serde_json::Value;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic_types::{ErrorDetails, StatusExt};
 
+mod model;
+
 use super::jsonrpc::{self, Reply};
 use super::proto;
-use crate::a2a::{A2aError, Version};
+use crate::a2a::service::TaskStream;
+use crate::a2a::{A2aError, Version, Via};
 use crate::agentic::Surface;
 use crate::state::{AppState, header_bearer};
 
@@ -62,9 +66,25 @@ struct Rpc {
     answer_type: &'static str,
 }
 
+/// What an RPC answers: one message, encoded, or a task's stream.
+enum Answer {
+    Once(Bytes),
+    Stream(Box<TaskStream>),
+}
+
+/// A request's message, or INVALID_ARGUMENT.
+fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, A2aError> {
+    M::decode(bytes)
+        .map_err(|e| A2aError::InvalidRequest(format!("the request does not decode: {e}")))
+}
+
+fn once(m: impl prost::Message) -> Answer {
+    Answer::Once(Bytes::from(m.encode_to_vec()))
+}
+
 impl Rpc {
-    /// The caller, the request as 1.0 ProtoJSON and the method's reply.
-    async fn run(&self, request: tonic::Request<Bytes>) -> Result<(Reply, HeaderMap), A2aError> {
+    /// The caller's request, answered, and the headers to echo.
+    async fn run(&self, request: tonic::Request<Bytes>) -> Result<(Answer, HeaderMap), A2aError> {
         let headers = request.metadata().clone().into_headers();
         if let Some(v) = headers.get("a2a-version").and_then(|v| v.to_str().ok())
             && !Version::V1.accepts(v.trim())
@@ -77,38 +97,67 @@ impl Rpc {
             .await
             .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
         let activation = super::activate(&self.state.tasks, &headers, Surface::Other)?;
-        let params = proto::decode(self.request_type, request.get_ref())
-            .map_err(|e| A2aError::InvalidRequest(format!("the request does not decode: {e}")))?;
-        let reply = jsonrpc::call(
-            &self.state.tasks,
-            &who,
-            &self.method,
-            params,
-            &activation.uris,
-        )
-        .await?;
+        let (tasks, bytes) = (&self.state.tasks, request.get_ref().as_ref());
+        let via = Via {
+            version: Version::V1,
+            extensions: &activation.uris,
+        };
+        let answer = match self.method.as_str() {
+            "SendMessage" => once(model::sent(
+                tasks
+                    .send(&who, model::send_request(decode(bytes)?)?, via)
+                    .await?,
+            )),
+            "GetTask" => {
+                let r = model::get_request(decode(bytes)?)?;
+                once(model::task(tasks.get(&who, &r.id, r.history_length).await?))
+            }
+            "CancelTask" => {
+                let r = model::cancel_request(decode(bytes)?);
+                once(model::task(tasks.cancel(&who, &r.id).await?))
+            }
+            "SendStreamingMessage" => {
+                let r = model::send_request(decode(bytes)?)?;
+                Answer::Stream(Box::new(tasks.send_stream(&who, r, via).await?))
+            }
+            "SubscribeToTask" => {
+                let r = model::subscribe_request(decode(bytes)?);
+                Answer::Stream(Box::new(tasks.subscribe(&who, &r.id).await?))
+            }
+            _ => self.through_json(&who, bytes, &activation.uris).await?,
+        };
         let mut echoed = HeaderMap::new();
         activation.echo(&mut echoed);
-        let reply = match reply {
-            Reply::Stream(stream, version) => {
+        let answer = match answer {
+            Answer::Stream(stream) => {
                 let lease = self.state.revocations.lease(&who, "grpc", None);
-                Reply::Stream(Box::new(stream.cut_by(lease)), version)
+                Answer::Stream(Box::new(stream.cut_by(lease)))
             }
-            value => value,
+            once => once,
         };
-        Ok((reply, echoed))
+        Ok((answer, echoed))
     }
 
-    fn encode(&self, value: &Value) -> Result<Bytes, tonic::Status> {
+    /// The other methods, through the JSON-RPC binding's `call` in 1.0 ProtoJSON.
+    async fn through_json(
+        &self,
+        who: &crate::auth::Principal,
+        bytes: &[u8],
+        extensions: &[&'static str],
+    ) -> Result<Answer, A2aError> {
+        let params = proto::decode(self.request_type, bytes)
+            .map_err(|e| A2aError::InvalidRequest(format!("the request does not decode: {e}")))?;
+        let reply = jsonrpc::call(&self.state.tasks, who, &self.method, params, extensions).await?;
+        Ok(match reply {
+            Reply::Value(v) => Answer::Once(self.encode(&v).map_err(|_| A2aError::Internal)?),
+            Reply::Stream(stream, _) => Answer::Stream(stream),
+        })
+    }
+
+    fn encode(&self, value: &Value) -> Result<Bytes, String> {
         let empty = Value::Object(serde_json::Map::new());
         let value = if value.is_null() { &empty } else { value };
-        proto::encode(self.answer_type, value)
-            .map(Bytes::from)
-            .map_err(|e| {
-                status(&A2aError::InvalidRequest(format!(
-                    "the answer does not encode: {e}"
-                )))
-            })
+        proto::encode(self.answer_type, value).map(Bytes::from)
     }
 }
 
@@ -126,8 +175,8 @@ impl tonic::server::UnaryService<Bytes> for Rpc {
         let rpc = self.clone();
         Box::pin(async move {
             match rpc.run(request).await.map_err(|e| status(&e))? {
-                (Reply::Value(v), echoed) => Ok(respond(rpc.encode(&v)?, echoed)),
-                (Reply::Stream(..), _) => Err(tonic::Status::internal("a unary method streamed")),
+                (Answer::Once(bytes), echoed) => Ok(respond(bytes, echoed)),
+                (Answer::Stream(..), _) => Err(tonic::Status::internal("a unary method streamed")),
             }
         })
     }
@@ -141,12 +190,14 @@ impl tonic::server::ServerStreamingService<Bytes> for Rpc {
     fn call(&mut self, request: tonic::Request<Bytes>) -> Self::Future {
         let rpc = self.clone();
         Box::pin(async move {
-            let (reply, echoed) = rpc.run(request).await.map_err(|e| status(&e))?;
-            let Reply::Stream(stream, _) = reply else {
+            let (answer, echoed) = rpc.run(request).await.map_err(|e| status(&e))?;
+            let Answer::Stream(stream) = answer else {
                 return Err(tonic::Status::internal("a streaming method answered once"));
             };
-            let events = stream.into_events().map(move |event| match event {
-                Ok(event) => rpc.encode(&wire::to_json(event)),
+            let events = stream.into_events().map(|event| match event {
+                Ok(event) => Ok(Bytes::from(prost::Message::encode_to_vec(&model::event(
+                    event,
+                )))),
                 Err(e) => Err(status(&e)),
             });
             Ok(respond(events.boxed(), echoed))
