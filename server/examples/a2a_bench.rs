@@ -128,39 +128,53 @@ async fn rate(target: &Arc<Target>, op: Op, secs: f64, concurrency: usize) -> an
     Ok(done.load(Ordering::Relaxed) as f64 / elapsed)
 }
 
-/// One gRPC call of `method` with the 1.0 ProtoJSON `request`; the answer as JSON.
+/// One gRPC call of `method` with `request` (encoded by prost, as a gRPC client's
+/// generated stubs encode it); the answer's bytes, undecoded (as `get` takes HTTP's body).
 async fn grpc_call(
     channel: &tonic::transport::Channel,
     method: &str,
-    request: &Value,
-) -> anyhow::Result<Value> {
-    use server::bindings::{grpc::RawCodec, proto};
-    let (request_type, answer_type, _) =
-        proto::method_types(method).ok_or_else(|| anyhow::anyhow!("no method {method}"))?;
-    let body = proto::encode(request_type, request).map_err(anyhow::Error::msg)?;
-    let mut req = tonic::Request::new(bytes::Bytes::from(body));
+    request: impl prost::Message,
+) -> anyhow::Result<bytes::Bytes> {
+    let mut req = tonic::Request::new(bytes::Bytes::from(request.encode_to_vec()));
     req.metadata_mut()
         .insert("authorization", format!("Bearer {TOKEN}").parse()?);
     let mut grpc = tonic::client::Grpc::new(channel.clone());
     grpc.ready().await?;
     let path = format!("/lf.a2a.v1.A2AService/{method}").parse()?;
-    let answer = grpc.unary(req, path, RawCodec).await?;
-    proto::decode(answer_type, answer.get_ref()).map_err(anyhow::Error::msg)
+    let answer = grpc
+        .unary(req, path, server::bindings::grpc::RawCodec)
+        .await?;
+    Ok(answer.into_inner())
 }
 
 /// Requests per second of `op` over gRPC to ptyhost at `base`, as `rate` measures them:
 /// `concurrency` clients, each with its own HTTP/2 connection.
 async fn grpc_rate(base: &str, op: Op, secs: f64, concurrency: usize) -> anyhow::Result<f64> {
+    use prost::Message as _;
+    use server::bindings::grpc::pb;
     let endpoint = tonic::transport::Endpoint::from_shared(base.to_owned())?;
-    let send = |n: u64| {
-        json!({
-            "message": { "messageId": format!("tck-complete-task-g{n}"), "role": "ROLE_USER", "parts": [{ "text": "hi" }] },
-            "configuration": { "returnImmediately": true },
-        })
+    let send = |n: u64| pb::SendMessageRequest {
+        message: Some(pb::Message {
+            message_id: format!("tck-complete-task-g{n}"),
+            role: pb::Role::User as i32,
+            parts: vec![pb::Part {
+                content: Some(pb::part::Content::Text("hi".into())),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        configuration: Some(pb::SendMessageConfiguration {
+            return_immediately: true,
+            ..Default::default()
+        }),
+        ..Default::default()
     };
     let first = endpoint.connect().await?;
-    let sent = grpc_call(&first, "SendMessage", &send(0)).await?;
-    let task = sent["task"]["id"].as_str().unwrap_or_default().to_owned();
+    let sent = pb::SendMessageResponse::decode(grpc_call(&first, "SendMessage", send(0)).await?)?;
+    let task = match sent.payload {
+        Some(pb::send_message_response::Payload::Task(t)) => t.id,
+        _ => anyhow::bail!("SendMessage answered no task"),
+    };
     let done = Arc::new(AtomicU64::new(0));
     let measuring = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop = Instant::now() + Duration::from_secs_f64(secs + 1.0);
@@ -172,11 +186,14 @@ async fn grpc_rate(base: &str, op: Op, secs: f64, concurrency: usize) -> anyhow:
             let mut n = (w as u64) << 32;
             while Instant::now() < stop {
                 n += 1;
-                let answer = match op {
-                    Op::GetTask => grpc_call(&channel, "GetTask", &json!({ "id": task })).await,
-                    Op::SendMessage => grpc_call(&channel, "SendMessage", &send(n)).await,
+                let get = || pb::GetTaskRequest {
+                    id: task.clone(),
+                    ..Default::default()
                 };
-                answer?;
+                match op {
+                    Op::GetTask => grpc_call(&channel, "GetTask", get()).await?,
+                    Op::SendMessage => grpc_call(&channel, "SendMessage", send(n)).await?,
+                };
                 if measuring.load(Ordering::Relaxed) {
                     done.fetch_add(1, Ordering::Relaxed);
                 }

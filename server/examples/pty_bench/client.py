@@ -6,6 +6,7 @@ bare relay (`pty_relay`), and the same flood read from a raw PTY by Python itsel
     client.py flood URL [TOKEN SUBPROTOCOL]   prints: bytes seconds
     client.py raw-flood FILE                  prints: bytes seconds
     client.py joins URL TOKEN N               prints: p50_ms slowest_ms (N at once)
+    client.py observers URL TOKEN N BYTES     prints: complete rekeyed lagged keyframes flood_seconds
 
 With a TOKEN the URL is a ptyhost attach URL (joined as controller for the echo, as
 observer for the flood); without one it is the bare relay."""
@@ -106,6 +107,41 @@ async def joins(url, token, n):
     print(f"{times[len(times) // 2] * 1e3:.1f} {times[-1] * 1e3:.1f}")
 
 
+async def observer(ws, expect):
+    """One binary observer of a flood, to its Closed: whether it got every byte, and how
+    often it was told it lagged and sent a keyframe."""
+    total = lagged = keyframes = 0
+    first = last = None
+    async for frame in ws:
+        if isinstance(frame, bytes):
+            total += len(frame) - 13
+            last = time.perf_counter()
+            first = first or last
+            continue
+        f = json.loads(frame)
+        payload = f.get("payload", {})
+        if payload.get("code") == "PTY_OUTPUT_LAGGED":
+            lagged += 1
+        elif payload.get("kind") == "Keyframe":
+            keyframes += 1
+        elif payload.get("kind") == "Closed":
+            break
+    await ws.close()
+    return total == expect, lagged, keyframes, first, last
+
+
+async def observers(url, token, n, expect):
+    # Joined one after another (a burst of upgrades from one address is admitted only so
+    # far), then read all at once.
+    joined = [await attach(url, token, "pty-ws.v1.binary", "observer") for _ in range(n)]
+    results = await asyncio.gather(*(observer(ws, expect) for ws in joined))
+    spans = [r for r in results if r[3] is not None]
+    took = max(r[4] for r in spans) - min(r[3] for r in spans) if spans else 0
+    complete = sum(1 for r in results if r[0])
+    rekeyed = sum(1 for r in results if r[1])
+    print(f"{complete} {rekeyed} {sum(r[1] for r in results)} {sum(r[2] for r in results)} {took:.3f}")
+
+
 def raw_flood(path):
     main, child = os.openpty()
     proc = subprocess.Popen(["cat", path], stdin=child, stdout=child, stderr=child)
@@ -134,6 +170,8 @@ def main():
         asyncio.run(flood(target, token, subprotocol))
     elif mode == "joins":
         asyncio.run(joins(target, rest[0], int(rest[1])))
+    elif mode == "observers":
+        asyncio.run(observers(target, rest[0], int(rest[1]), int(rest[2])))
     elif mode == "raw-flood":
         raw_flood(target)
     else:

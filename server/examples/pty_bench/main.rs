@@ -278,6 +278,25 @@ async fn main() -> anyhow::Result<()> {
         rss_mib(pid)
     );
 
+    // The same flood to as many Python observers, which cannot keep up: they are re-keyed.
+    if let Some(python) = &python {
+        let sid = create(flood.session(3)).await?;
+        let url = attach_url(&addr, &sid);
+        let (n, expect) = (viewers.to_string(), on_screen.to_string());
+        let cpu = common::proc::cpu_secs(pid);
+        let r = python_client(python, &["observers", &url, TOKEN, &n, &expect]).await?;
+        let cpu = (common::proc::cpu_secs(pid) - cpu) / r[4];
+        println!(
+            "{viewers} Python binary observers of one flood: server CPU {:.0}% of one core (goal <= 100%) over {:.1} s; {} got every byte, {} were re-keyed ({} lag events, {} keyframes)",
+            cpu * 100.0,
+            r[4],
+            r[0],
+            r[1],
+            r[2],
+            r[3]
+        );
+    }
+
     // Joins: one after another, then all at once, on a session with a screen to show.
     let full = create(json!({ "command": "for i in $(seq 1 3000); do echo line $i; sleep 0.0005; done; exec cat" })).await?;
     tokio::time::sleep(Duration::from_secs(4)).await;

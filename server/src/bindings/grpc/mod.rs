@@ -19,6 +19,7 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic_types::{ErrorDetails, StatusExt};
 
 mod model;
+pub use model::pb;
 
 use super::jsonrpc::{self, Reply};
 use super::proto;

@@ -14,8 +14,9 @@ use wire::server::Sent;
 
 use crate::a2a::A2aError;
 
-/// The generated messages of package `lf.a2a.v1`. The push-config, list and card methods
-/// still go through ProtoJSON (`through_json`), so their messages are not used yet.
+/// The generated messages of package `lf.a2a.v1` (clients such as `a2a_bench` use them
+/// too). The push-config, list and card methods still go through ProtoJSON
+/// (`through_json`), so ptyhost does not use their messages yet.
 #[allow(clippy::all, clippy::pedantic, dead_code)]
 pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.rs"));
