@@ -53,11 +53,11 @@ const VIEWERS: [(&str, bool); 3] = [
 const ECHO: &str = "stty raw -echo; exec cat";
 
 /// The regression guard CI runs: echo and flood against a raw PTY in the same run, with
-/// room for a noisy 2-core machine (measured here: echo 3.4-3.9x the raw PTY's, flood
-/// 0.7-0.9x a raw read).
+/// room for a noisy 2-core machine (measured here: echo 3.1-3.9x the raw PTY's; flood
+/// 0.6-1.1x a raw read, the JSON viewer's 16 MiB round lowest).
 mod guard {
     pub const ECHO_VS_RAW: f64 = 8.0;
-    pub const FLOOD_VS_RAW: f64 = 0.5;
+    pub const FLOOD_VS_RAW: f64 = 0.4;
 }
 
 #[tokio::main]

@@ -88,6 +88,7 @@ impl PtyOutput {
             let mut data = Vec::new();
             match guard.try_io(|f| read_into(f.get_ref(), &mut data, READ_CHUNK)) {
                 Ok(Ok(n)) if n > 0 => return Some(data),
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Ok(_) => {
                     self.ended = true;
                     return None;
