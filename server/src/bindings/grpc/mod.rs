@@ -150,7 +150,10 @@ impl Rpc {
             .map_err(|e| A2aError::InvalidRequest(format!("the request does not decode: {e}")))?;
         let reply = jsonrpc::call(&self.state.tasks, who, &self.method, params, extensions).await?;
         Ok(match reply {
-            Reply::Value(v) => Answer::Once(self.encode(&v).map_err(|_| A2aError::Internal)?),
+            Reply::Value(v) => Answer::Once(self.encode(&v).map_err(|e| {
+                tracing::error!(error = %e, method = %self.method, "a gRPC answer does not encode");
+                A2aError::Internal
+            })?),
             Reply::Stream(stream, _) => Answer::Stream(stream),
         })
     }
