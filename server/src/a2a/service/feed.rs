@@ -126,8 +126,8 @@ impl TaskStream {
     }
 
     /// The stream as A2A sends it: the Task, then status and artifact updates, ending after
-    /// the first terminal state (or interrupted one, unless `to_terminal`). A subscriber that fell behind gets an error,
-    /// and so does one whose token was revoked.
+    /// the first terminal state (or interrupted one, unless `to_terminal`). A subscriber
+    /// that fell behind gets an error, and so does one whose token was revoked.
     pub fn into_events(
         self,
     ) -> impl futures_util::Stream<Item = Result<StreamResponse, A2aError>> + Send {

@@ -2,10 +2,10 @@
 //! same listener as HTTP (h2c without TLS, h2 with `--tls-cert`). A thin adapter: the task
 //! methods (send, stream, get, cancel, subscribe) decode prost's messages and map them to
 //! the task model directly (`model`); the others turn the request into the 1.0 ProtoJSON
-//! that the JSON-RPC binding's `call` takes, and the answer back into protobuf. The bearer token rides in
-//! the `authorization` metadata; `a2a-version` and `a2a-extensions` are read as the HTTP
-//! bindings read their headers; errors are google.rpc.Status with an ErrorInfo detail, in
-//! the gRPC codes of A2A's error table.
+//! that the JSON-RPC binding's `call` takes, and the answer back into protobuf. The bearer
+//! token rides in the `authorization` metadata; `a2a-version` and `a2a-extensions` are read
+//! as the HTTP bindings read their headers; errors are google.rpc.Status with an ErrorInfo
+//! detail, in the gRPC codes of A2A's error table.
 
 use axum::extract::{Path, Request, State};
 use axum::http::HeaderMap;
@@ -114,7 +114,7 @@ impl Rpc {
                 once(model::task(tasks.get(&who, &r.id, r.history_length).await?))
             }
             "CancelTask" => {
-                let r = model::cancel_request(decode(bytes)?);
+                let r: pb::CancelTaskRequest = decode(bytes)?;
                 once(model::task(tasks.cancel(&who, &r.id).await?))
             }
             "SendStreamingMessage" => {
@@ -122,7 +122,7 @@ impl Rpc {
                 Answer::Stream(Box::new(tasks.send_stream(&who, r, via).await?))
             }
             "SubscribeToTask" => {
-                let r = model::subscribe_request(decode(bytes)?);
+                let r: pb::SubscribeToTaskRequest = decode(bytes)?;
                 Answer::Stream(Box::new(tasks.subscribe(&who, &r.id).await?))
             }
             _ => self.through_json(&who, bytes, &activation.uris).await?,

@@ -55,22 +55,6 @@ pub fn get_request(r: pb::GetTaskRequest) -> Result<TaskIdRequest, A2aError> {
     })
 }
 
-pub fn cancel_request(r: pb::CancelTaskRequest) -> TaskIdRequest {
-    TaskIdRequest {
-        tenant: some(r.tenant),
-        id: r.id,
-        history_length: None,
-    }
-}
-
-pub fn subscribe_request(r: pb::SubscribeToTaskRequest) -> TaskIdRequest {
-    TaskIdRequest {
-        tenant: some(r.tenant),
-        id: r.id,
-        history_length: None,
-    }
-}
-
 fn configuration_in(c: pb::SendMessageConfiguration) -> Result<SendMessageConfiguration, A2aError> {
     Ok(SendMessageConfiguration {
         accepted_output_modes: c.accepted_output_modes,
