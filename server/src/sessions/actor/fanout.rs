@@ -144,16 +144,15 @@ impl Actor {
     /// `PTY_OUTPUT_LAGGED` and a fresh keyframe for member `i`, in place of what it missed.
     /// Members re-keyed at the same point of the stream share the two frames.
     pub(super) fn resync(&mut self, i: usize) {
-        let current = self.sequences.current();
         let frames = match &self.rekey {
-            Some((at, frames)) if *at == current => frames.clone(),
-            _ => {
+            Some(frames) => frames.clone(),
+            None => {
                 let lagged = self.personal(SessionFrame::Error {
                     code: PtyErrorCode::PtyOutputLagged,
                     message: "this viewer fell behind; continuing from a keyframe".into(),
                 });
                 let frames = [lagged, self.personal_keyframe()];
-                self.rekey = Some((self.sequences.current(), frames.clone()));
+                self.rekey = Some(frames.clone());
                 frames
             }
         };

@@ -189,9 +189,9 @@ struct Actor {
     numbered: updates::Numbered,
     sandboxed: Option<Arc<super::Sandboxed>>,
     clocks: lifetime::Clocks,
-    /// The last re-keying's two frames and the sequence after them: members re-keyed
-    /// before anything else is numbered get the same.
-    rekey: Option<(u64, [Bytes; 2])>,
+    /// The last re-keying's two frames, until anything else is numbered (`next_seq`):
+    /// members re-keyed meanwhile get the same.
+    rekey: Option<[Bytes; 2]>,
     /// When the screen, in use now, is to be compacted.
     compact_at: Option<Instant>,
 }
