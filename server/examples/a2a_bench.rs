@@ -1,7 +1,8 @@
 //! GetTask and SendMessage(returnImmediately) requests per second on ptyhost against the
 //! same operations on a2a-sdk's own Python server with a trivial agent, side by side in one
 //! run, over HTTP+JSON 1.0; one summary line per figure, with the ratio. Then the same two
-//! operations on ptyhost over gRPC, beside its HTTP+JSON figures, and with
+//! operations on ptyhost over gRPC, beside its HTTP+JSON figures (the medians of three
+//! alternating rounds, with the server's CPU time per request), and with
 //! `PTYHOST_BENCH_POSTGRES_URL` on PostgreSQL, beside SQLite.
 //!
 //!     scripts/bench-a2a.sh            (installs the Python side, builds, runs this)
@@ -88,8 +89,41 @@ enum Op {
     SendMessage,
 }
 
+/// What one figure measured: requests per second, and the server's CPU time per request.
+#[derive(Clone, Copy)]
+struct Rate {
+    per_sec: f64,
+    cpu_us: f64,
+}
+
+impl Rate {
+    /// Counts `done` requests over the window that `window` opened, on the server `pid`.
+    fn of(done: u64, window: (Instant, f64), pid: u32) -> Self {
+        let cpu = common::proc::cpu_secs(pid) - window.1;
+        Rate {
+            per_sec: done as f64 / window.0.elapsed().as_secs_f64(),
+            cpu_us: cpu * 1e6 / done.max(1) as f64,
+        }
+    }
+
+    /// The median of `rounds`, figure by figure.
+    fn median(rounds: &[Rate]) -> Rate {
+        let mut per_sec: Vec<f64> = rounds.iter().map(|r| r.per_sec).collect();
+        let mut cpu_us: Vec<f64> = rounds.iter().map(|r| r.cpu_us).collect();
+        Rate {
+            per_sec: common::stats::median(&mut per_sec),
+            cpu_us: common::stats::median(&mut cpu_us),
+        }
+    }
+
+    /// Opens a measuring window on the server `pid`.
+    fn window(pid: u32) -> (Instant, f64) {
+        (Instant::now(), common::proc::cpu_secs(pid))
+    }
+}
+
 /// Requests per second of `op` with `concurrency` clients for `secs` (after a 1 s warm-up).
-async fn rate(target: &Arc<Target>, op: Op, secs: f64, concurrency: usize) -> anyhow::Result<f64> {
+async fn rate(target: &Arc<Target>, op: Op, secs: f64, concurrency: usize) -> anyhow::Result<Rate> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency)
         .build()?;
@@ -117,15 +151,16 @@ async fn rate(target: &Arc<Target>, op: Op, secs: f64, concurrency: usize) -> an
         }));
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = target.child.id().unwrap_or_default();
     measuring.store(true, Ordering::Relaxed);
-    let started = Instant::now();
+    let window = Rate::window(pid);
     for w in workers {
         w.await?;
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    let rate = Rate::of(done.load(Ordering::Relaxed), window, pid);
     let failed = failed.load(Ordering::Relaxed);
     anyhow::ensure!(failed == 0, "{}: {failed} requests failed", target.name);
-    Ok(done.load(Ordering::Relaxed) as f64 / elapsed)
+    Ok(rate)
 }
 
 /// One gRPC call of `method` with `request` (encoded by prost, as a gRPC client's
@@ -147,12 +182,29 @@ async fn grpc_call(
     Ok(answer.into_inner())
 }
 
-/// Requests per second of `op` over gRPC to ptyhost at `base`, as `rate` measures them:
-/// `concurrency` clients, each with its own HTTP/2 connection.
-async fn grpc_rate(base: &str, op: Op, secs: f64, concurrency: usize) -> anyhow::Result<f64> {
+/// How a gRPC bench's clients reach the server.
+#[derive(Clone, Copy)]
+enum Channels {
+    /// One HTTP/2 connection that all clients' calls share, as gRPC's clients do by
+    /// default (one channel per target).
+    Shared,
+    /// One HTTP/2 connection per client, as HTTP+JSON's clients need for their
+    /// requests to be concurrent.
+    PerClient,
+}
+
+/// Requests per second of `op` over gRPC to ptyhost, as `rate` measures them:
+/// `concurrency` clients over `channels`.
+async fn grpc_rate(
+    target: &Target,
+    op: Op,
+    secs: f64,
+    concurrency: usize,
+    channels: Channels,
+) -> anyhow::Result<Rate> {
     use prost::Message as _;
     use server::bindings::grpc::pb;
-    let endpoint = tonic::transport::Endpoint::from_shared(base.to_owned())?;
+    let endpoint = tonic::transport::Endpoint::from_shared(target.base.clone())?;
     let send = |n: u64| pb::SendMessageRequest {
         message: Some(pb::Message {
             message_id: format!("tck-complete-task-g{n}"),
@@ -180,7 +232,10 @@ async fn grpc_rate(base: &str, op: Op, secs: f64, concurrency: usize) -> anyhow:
     let stop = Instant::now() + Duration::from_secs_f64(secs + 1.0);
     let mut workers = Vec::new();
     for w in 0..concurrency {
-        let channel = endpoint.connect().await?;
+        let channel = match channels {
+            Channels::Shared => first.clone(),
+            Channels::PerClient => endpoint.connect().await?,
+        };
         let (task, done, measuring) = (task.clone(), done.clone(), measuring.clone());
         workers.push(tokio::spawn(async move {
             let mut n = (w as u64) << 32;
@@ -202,12 +257,13 @@ async fn grpc_rate(base: &str, op: Op, secs: f64, concurrency: usize) -> anyhow:
         }));
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = target.child.id().unwrap_or_default();
     measuring.store(true, Ordering::Relaxed);
-    let started = Instant::now();
+    let window = Rate::window(pid);
     for w in workers {
         w.await??;
     }
-    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+    Ok(Rate::of(done.load(Ordering::Relaxed), window, pid))
 }
 
 async fn start_ptyhost(bin: &Path, dir: &Path, store: &[&str]) -> anyhow::Result<Target> {
@@ -248,23 +304,38 @@ async fn main() -> anyhow::Result<()> {
         ("GetTask", Op::GetTask),
         ("SendMessage(returnImmediately)", Op::SendMessage),
     ] {
-        let ours = rate(&ptyhost, op, secs, concurrency).await?;
-        let theirs = rate(&sdk, op, secs, concurrency).await?;
+        let ours = rate(&ptyhost, op, secs, concurrency).await?.per_sec;
+        let theirs = rate(&sdk, op, secs, concurrency).await?.per_sec;
         println!(
             "{label} req/s: ptyhost {ours:.0}, a2a-sdk {theirs:.0}, ratio {:.2}",
             ours / theirs
         );
     }
+    // gRPC beside HTTP+JSON: three rounds each, alternating, medians.
     for (label, op) in [
         ("GetTask", Op::GetTask),
         ("SendMessage(returnImmediately)", Op::SendMessage),
     ] {
-        let http = rate(&ptyhost, op, secs, concurrency).await?;
-        let grpc = grpc_rate(&ptyhost.base, op, secs, concurrency).await?;
-        println!(
-            "ptyhost {label} req/s: gRPC {grpc:.0}, HTTP+JSON {http:.0}, ratio {:.2}",
-            grpc / http
-        );
+        let mut rounds: [Vec<Rate>; 3] = Default::default();
+        for _ in 0..3 {
+            rounds[0].push(rate(&ptyhost, op, secs, concurrency).await?);
+            for (i, channels) in [(1, Channels::Shared), (2, Channels::PerClient)] {
+                rounds[i].push(grpc_rate(&ptyhost, op, secs, concurrency, channels).await?);
+            }
+        }
+        let [http, shared, own] = rounds.map(|r| Rate::median(&r));
+        for (how, grpc) in [("one channel", shared), ("a channel per client", own)] {
+            println!(
+                "ptyhost {label} req/s: gRPC ({how}) {:.0}, HTTP+JSON {:.0}, ratio {:.2}; \
+                 server CPU per request: gRPC {:.0} µs, HTTP+JSON {:.0} µs, ratio {:.2}",
+                grpc.per_sec,
+                http.per_sec,
+                grpc.per_sec / http.per_sec,
+                grpc.cpu_us,
+                http.cpu_us,
+                http.cpu_us / grpc.cpu_us,
+            );
+        }
     }
     // The same on a cluster's store, beside the embedded one.
     if let Ok(admin) = std::env::var("PTYHOST_BENCH_POSTGRES_URL") {
@@ -276,8 +347,8 @@ async fn main() -> anyhow::Result<()> {
             ("GetTask", Op::GetTask),
             ("SendMessage(returnImmediately)", Op::SendMessage),
         ] {
-            let sqlite = rate(&ptyhost, op, secs, concurrency).await?;
-            let postgres = rate(&pg, op, secs, concurrency).await?;
+            let sqlite = rate(&ptyhost, op, secs, concurrency).await?.per_sec;
+            let postgres = rate(&pg, op, secs, concurrency).await?.per_sec;
             println!(
                 "ptyhost {label} req/s: PostgreSQL {postgres:.0}, SQLite {sqlite:.0}, ratio {:.2}",
                 postgres / sqlite

@@ -84,8 +84,7 @@ pub struct Issued {
 }
 
 pub fn hash(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(token.as_bytes()))
 }
 
 pub fn random_token() -> String {

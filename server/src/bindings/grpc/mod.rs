@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use serde_json::Value;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic_types::{ErrorDetails, StatusExt};
 
 mod model;
@@ -86,7 +86,8 @@ fn once(m: impl prost::Message) -> Answer {
 impl Rpc {
     /// The caller's request, answered, and the headers to echo.
     async fn run(&self, request: tonic::Request<Bytes>) -> Result<(Answer, HeaderMap), A2aError> {
-        let headers = request.metadata().clone().into_headers();
+        let (metadata, _, bytes) = request.into_parts();
+        let headers = metadata.into_headers();
         if let Some(v) = headers.get("a2a-version").and_then(|v| v.to_str().ok())
             && !Version::V1.accepts(v.trim())
         {
@@ -98,7 +99,7 @@ impl Rpc {
             .await
             .map_err(|e| A2aError::Unauthenticated(e.to_string()))?;
         let activation = super::activate(&self.state.tasks, &headers, Surface::Other)?;
-        let (tasks, bytes) = (&self.state.tasks, request.get_ref().as_ref());
+        let (tasks, bytes) = (&self.state.tasks, bytes.as_ref());
         let via = Via {
             version: Version::V1,
             extensions: &activation.uris,
@@ -235,6 +236,14 @@ fn status(e: &A2aError) -> tonic::Status {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RawCodec;
 
+impl RawCodec {
+    /// A task's message is a few hundred bytes: buffers of 1 KiB (tonic's default is
+    /// 8 KiB, allocated per call and per direction) grow when a message is larger.
+    fn buffers() -> BufferSettings {
+        BufferSettings::new(1024, 32 * 1024)
+    }
+}
+
 impl Codec for RawCodec {
     type Encode = Bytes;
     type Decode = Bytes;
@@ -258,6 +267,10 @@ impl Encoder for RawCodec {
         dst.put(item);
         Ok(())
     }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        RawCodec::buffers()
+    }
 }
 
 impl Decoder for RawCodec {
@@ -266,5 +279,9 @@ impl Decoder for RawCodec {
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Self::Error> {
         Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        RawCodec::buffers()
     }
 }
