@@ -53,6 +53,17 @@ pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: 
     term.on_selection_change(on_selection.as_ref().unchecked_ref());
     on_selection.forget();
 
+    // Tab leaves the terminal for the page's controls while it takes no input (an
+    // observer's), and Shift+Tab always does: every control stays reachable by keyboard.
+    let on_key = Closure::<dyn FnMut(web_sys::KeyboardEvent) -> bool>::new(
+        move |ev: web_sys::KeyboardEvent| {
+            let controls = ui.role.get_untracked() == Some(Role::Controller);
+            !(ev.key() == "Tab" && (ev.shift_key() || !controls))
+        },
+    );
+    term.attach_custom_key_event_handler(on_key.as_ref().unchecked_ref());
+    on_key.forget();
+
     let keys = tx.clone();
     let on_data = Closure::<dyn FnMut(String)>::new(move |data: String| {
         let _ = keys.unbounded_send(TermCommand::Input(data));
@@ -77,6 +88,7 @@ pub fn start(host: web_sys::HtmlElement, session_id: String, token: String, ui: 
         pending: Rc::new(Cell::new(0)),
         behind: Rc::new(Cell::new(false)),
         unacked: Rc::new(Cell::new(0)),
+        ui,
     };
     leptos::task::spawn_local(run(screen, session_id, token, ui, rx));
 }
@@ -94,6 +106,7 @@ struct XtermView {
     behind: Rc<Cell<bool>>,
     /// Output bytes rendered since the last acknowledgement.
     unacked: Rc<Cell<usize>>,
+    ui: TermUi,
 }
 
 impl XtermView {
@@ -146,10 +159,11 @@ impl XtermView {
         self.behind.set(false);
     }
 
-    /// An observer follows the controller's size and scales to fit its pane.
+    /// An observer follows the controller's size, shown as it chose (`TermUi::zoom`).
     fn resize_to(&self, cols: u16, rows: u16) {
         self.term.resize(u32::from(cols), u32::from(rows));
-        scale_into(&self.host);
+        let zoomed = scale_into(&self.host, self.ui.zoom.get_untracked());
+        self.ui.zoomed.try_set(zoomed);
     }
 
     /// The size that fills the pane, for a controller.
@@ -457,6 +471,7 @@ fn on_session_frame(
 /// A controller sizes the PTY to its pane, at full scale (an observer's scaling goes).
 fn fit(screen: &XtermView, c: &mut Cursor) -> Vec<String> {
     unscale(&screen.host);
+    let _ = screen.host.remove_attribute("data-zoom");
     match screen.fitted() {
         Some(size) if size != c.size => {
             c.size = size;
@@ -483,6 +498,10 @@ fn on_command(cmd: TermCommand, screen: &XtermView, c: &mut Cursor, ui: &TermUi)
             Some(frame(ClientOp::Input(data.into_bytes()), None))
         }
         TermCommand::Input(_) => None,
+        TermCommand::ScreenReader(on) => {
+            ext(&screen.term).options().set_screen_reader_mode(on);
+            None
+        }
         TermCommand::Find(text, forward) => {
             let found = match forward {
                 true => screen.search.find_next(&text),

@@ -10,6 +10,7 @@ mod files;
 mod lifecycle;
 mod player;
 mod sessions;
+mod summary;
 mod tasks;
 mod term_ui;
 mod terminal;
@@ -159,7 +160,7 @@ fn CardPage() -> impl IntoView {
         <section aria-labelledby="card-title">
             <h1 id="card-title">"Agent card"</h1>
             <p><a href="/.well-known/agent-card.json">"/.well-known/agent-card.json"</a></p>
-            <pre class="card">{move || card.get().unwrap_or_else(|| "Loading…".into())}</pre>
+            <pre class="card" tabindex="0" aria-label="The agent card">{move || card.get().unwrap_or_else(|| "Loading…".into())}</pre>
         </section>
     }
 }

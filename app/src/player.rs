@@ -118,7 +118,7 @@ pub fn PlayerPage() -> impl IntoView {
                     <a class="live" href=move || format!("/sessions/{}", sid())>"Live"</a>
                 </Show>
             </header>
-            <div class="term-host" node_ref=host></div>
+            <div class="term-host" node_ref=host role="region" aria-label="Recorded terminal"></div>
             <div class="controls">
                 <button type="button" class="play"
                     on:click=move |_| ui.playing.update(|p| *p = !*p)>

@@ -3,19 +3,100 @@
 use leptos::prelude::*;
 
 use crate::api::{Auth, Session};
-use crate::short;
+use crate::summary;
 
 /// How often the list refreshes.
 #[cfg(feature = "hydrate")]
 const REFRESH_MS: u32 = 2000;
 
+/// A column of the list, which its header sorts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Column {
+    Session,
+    Command,
+    State,
+    Holders,
+    Task,
+    Sandbox,
+    Age,
+}
+
+impl Column {
+    const ALL: [(Column, &'static str); 7] = [
+        (Column::Session, "Session"),
+        (Column::Command, "Command"),
+        (Column::State, "State"),
+        (Column::Holders, "Controller"),
+        (Column::Task, "Running task"),
+        (Column::Sandbox, "Sandbox"),
+        (Column::Age, "Age"),
+    ];
+}
+
+/// A row: the session, the task running in it, and what the columns show.
+#[derive(Debug, Clone)]
+struct Row {
+    session: Session,
+    task: Option<String>,
+    state: String,
+    holders: String,
+    sandbox: String,
+}
+
+impl Row {
+    fn new(session: Session, tasks: &std::collections::HashMap<String, String>) -> Row {
+        Row {
+            task: tasks.get(&session.session_id).cloned(),
+            state: summary::state(&session),
+            holders: summary::holders(&session),
+            sandbox: summary::sandbox(&session),
+            session,
+        }
+    }
+
+    /// What sorting by `column` compares.
+    fn key(&self, column: Column) -> (usize, String) {
+        let s = &self.session;
+        match column {
+            Column::Session => (0, summary::name(s).to_lowercase()),
+            Column::Command => (0, s.command().to_lowercase()),
+            Column::State => (0, self.state.clone()),
+            Column::Holders => (s.controllers, self.holders.clone()),
+            Column::Task => (0, self.task.clone().unwrap_or_default()),
+            Column::Sandbox => (0, self.sandbox.clone()),
+            // Ascending age is descending creation time (`rows` turns it round).
+            Column::Age => (0, s.created_at.clone()),
+        }
+    }
+
+    /// What the row's view depends on, but its age (which ticks by itself).
+    fn shown(&self) -> String {
+        let s = &self.session;
+        format!(
+            "{}|{:?}|{}|{}|{}|{:?}|{}|{}x{}",
+            s.session_id,
+            s.label,
+            s.command(),
+            self.state,
+            self.holders,
+            self.task,
+            self.sandbox,
+            s.cols,
+            s.rows
+        )
+    }
+}
+
 #[component]
 pub fn SessionsPage() -> impl IntoView {
     let auth = expect_context::<Auth>();
     let sessions = RwSignal::new(Vec::<Session>::new());
+    let tasks = RwSignal::new(std::collections::HashMap::<String, String>::new());
     let loaded = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let now_ms = RwSignal::new(0.0f64);
+    let filter = RwSignal::new(String::new());
+    let sort = RwSignal::new((Column::Age, true));
 
     #[cfg(feature = "hydrate")]
     let load = move || {
@@ -33,6 +114,9 @@ pub fn SessionsPage() -> impl IntoView {
                 Err(f) => {
                     error.try_set(Some(auth.check(f)));
                 }
+            }
+            if let Some(running) = summary::running_tasks(&token).await {
+                tasks.try_set(running);
             }
         });
     };
@@ -53,6 +137,38 @@ pub fn SessionsPage() -> impl IntoView {
         #[cfg(not(feature = "hydrate"))]
         let _ = sid;
     };
+    let rows = move || {
+        let (column, ascending) = sort.get();
+        let filter = filter.get();
+        let mut rows: Vec<Row> = tasks.with(|tasks| {
+            sessions.with(|all| {
+                (all.iter())
+                    .filter(|s| summary::matches(s, &filter))
+                    .map(|s| Row::new(s.clone(), tasks))
+                    .collect()
+            })
+        });
+        rows.sort_by_key(|r| r.key(column));
+        if ascending == (column == Column::Age) {
+            rows.reverse();
+        }
+        rows
+    };
+    let header = move |(column, title): (Column, &'static str)| {
+        let order = move || match sort.get() {
+            (c, true) if c == column => "ascending",
+            (c, false) if c == column => "descending",
+            _ => "none",
+        };
+        view! {
+            <th scope="col" aria-sort=order>
+                <button type="button" class="sort" on:click=move |_| sort.update(|(c, asc)| {
+                    *asc = *c != column || !*asc;
+                    *c = column;
+                })>{title}</button>
+            </th>
+        }
+    };
 
     // Built apart (and type-erased) to keep the page's view type shallow.
     let table = move || {
@@ -61,35 +177,29 @@ pub fn SessionsPage() -> impl IntoView {
             <table class="sessions">
                 <thead>
                     <tr>
-                        <th scope="col">"Session"</th>
-                        <th scope="col">"Command"</th>
-                        <th scope="col">"State"</th>
+                        {Column::ALL.map(header)}
                         <th scope="col">"Size"</th>
-                        <th scope="col">"Age"</th>
-                        <th scope="col">"Viewers"</th>
                         <th scope="col"><span class="sr-only">"Actions"</span></th>
                     </tr>
                 </thead>
                 <tbody>
-                    <For each=move || sessions.get() key=|s| (s.session_id.clone(), s.state.clone(), s.controllers, s.observers, s.cols, s.rows) let:s>
+                    <For each=rows key=Row::shown let:row>
                         {
+                            let s = row.session;
                             let sid = s.session_id.clone();
-                            let running = matches!(s.state.as_str(), "running" | "paused");
-                            let state = match (running, s.exit_code) {
-                                (true, _) => s.state.clone(),
-                                (false, Some(code)) => format!("exited {code}"),
-                                (false, None) => "closed".to_owned(),
-                            };
+                            let running = summary::is_live(&s);
                             let created = s.created_at.clone();
                             view! {
                                 <tr data-session=s.session_id.clone() data-state=s.state.clone()>
                                     // A closed session opens in the player.
-                                    <td><a href=if running { format!("/sessions/{}", s.session_id) } else { format!("/sessions/{}/play", s.session_id) }>{s.label.clone().unwrap_or_else(|| short(&s.session_id))}</a></td>
+                                    <td><a href=if running { format!("/sessions/{}", s.session_id) } else { format!("/sessions/{}/play", s.session_id) }>{summary::name(&s)}</a></td>
                                     <td><code>{s.command()}</code></td>
-                                    <td>{state}</td>
-                                    <td>{format!("{}×{}", s.cols, s.rows)}</td>
+                                    <td data-column="state">{row.state}</td>
+                                    <td>{row.holders}</td>
+                                    <td data-column="task">{row.task.map(|t| view! { <code>{t}</code> })}</td>
+                                    <td data-column="sandbox">{row.sandbox}</td>
                                     <td>{move || age(&created, now_ms.get())}</td>
-                                    <td>{format!("{} controlling, {} watching", s.controllers, s.observers)}</td>
+                                    <td>{format!("{}×{}", s.cols, s.rows)}</td>
                                     <td>
                                         <Show when=move || running && can_control()>
                                             {
@@ -118,6 +228,7 @@ pub fn SessionsPage() -> impl IntoView {
             </Show>
             <Show when=move || loaded.get() fallback=|| view! { <p class="muted">"Loading sessions…"</p> }>
                 <Show when=move || !sessions.get().is_empty() fallback=|| view! { <p class="muted">"No sessions yet."</p> }>
+                    <summary::FilterBox text=filter />
                     {table}
                 </Show>
             </Show>

@@ -236,7 +236,7 @@ pub fn TaskList(sid: Signal<String>) -> impl IntoView {
             {move || output.get().map(|(id, text)| view! {
                 <figure class="task-output">
                     <figcaption>"Output of " <code>{crate::short(&id)}</code></figcaption>
-                    <pre aria-label="Task output">{text}</pre>
+                    <pre aria-label="Task output" tabindex="0">{text}</pre>
                 </figure>
             })}
         </section>

@@ -21,6 +21,19 @@ pub enum TermCommand {
     Ack(u64),
     /// Find this text in the scrollback, onwards (`true`) or back.
     Find(String, bool),
+    /// Turn xterm.js's screen-reader mode on or off.
+    ScreenReader(bool),
+}
+
+/// How a screen larger than its pane is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zoom {
+    /// Scaled down to the pane's width, however small its font gets (a wall's tile).
+    Fit,
+    /// At full size, the pane panning over it.
+    Actual,
+    /// Scaled to the width while its font stays readable, else at full size.
+    Readable,
 }
 
 /// A member as shown: client id and label.
@@ -50,6 +63,9 @@ pub struct TermUi {
     pub ctrl: RwSignal<bool>,
     /// Whether the last search found its text.
     pub found: RwSignal<Option<bool>>,
+    /// How an observer wants a screen larger than the pane shown, and how it is shown.
+    pub zoom: RwSignal<Zoom>,
+    pub zoomed: RwSignal<Zoom>,
     #[cfg(feature = "hydrate")]
     pub commands:
         StoredValue<Option<futures::channel::mpsc::UnboundedSender<TermCommand>>, LocalStorage>,
@@ -67,6 +83,8 @@ impl TermUi {
             notice: RwSignal::new(None),
             ctrl: RwSignal::new(false),
             found: RwSignal::new(None),
+            zoom: RwSignal::new(Zoom::Readable),
+            zoomed: RwSignal::new(Zoom::Actual),
             #[cfg(feature = "hydrate")]
             commands: StoredValue::new_local(None),
         }

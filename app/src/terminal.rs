@@ -6,7 +6,7 @@ use leptos_router::hooks::use_params_map;
 
 use crate::api::{Auth, Session, ShareLink};
 use crate::short;
-use crate::term_ui::{TermCommand, TermUi};
+use crate::term_ui::{TermCommand, TermUi, Zoom};
 use wire::Role;
 
 #[component]
@@ -121,6 +121,20 @@ pub fn TerminalPage() -> impl IntoView {
                     <button on:click=move |_| ui.send(TermCommand::RequestRole(Role::Observer))>"Release"</button>
                 </Show>
                 <button on:click=move |_| ui.send(TermCommand::Resync) title="Repaint the screen from a fresh keyframe">"Resync"</button>
+                <Show when=move || !is_controller()>
+                    <button aria-pressed=move || (ui.zoomed.get() == Zoom::Fit).to_string()
+                        title="Scale the screen to the pane's width, or show it at full size and pan"
+                        on:click=move |_| {
+                            let next = if ui.zoomed.get_untracked() == Zoom::Fit { Zoom::Actual } else { Zoom::Fit };
+                            ui.zoom.set(next);
+                            ui.send(TermCommand::Fit);
+                        }>"Fit to width"</button>
+                </Show>
+                <label class="check">
+                    <input type="checkbox" on:change=move |ev| ui.send(TermCommand::ScreenReader(event_target_checked(&ev)))/>
+                    "Screen reader mode"
+                </label>
+                <span class="hint">"Shift+Tab leaves the terminal."</span>
                 <span class="reason">{move || if is_controller() { None } else { take_blocked() }}</span>
             </div>
             {move || ui.closed.get().map(|c| view! {
@@ -133,7 +147,7 @@ pub fn TerminalPage() -> impl IntoView {
             <div class="term-layout">
                 <div class="term-main">
                     <Search ui=ui />
-                    <div class="term-host" node_ref=host aria-label="Terminal" on:dragover=dragover on:drop=drop></div>
+                    <div class="term-host" node_ref=host role="region" aria-label="Terminal" on:dragover=dragover on:drop=drop></div>
                     <Show when=is_controller>
                         <KeyBar ui=ui />
                     </Show>

@@ -32,14 +32,25 @@ pub fn WallPage() -> impl IntoView {
     });
     #[cfg(not(feature = "hydrate"))]
     let _ = auth;
+    let filter = RwSignal::new(String::new());
+    let shown = move || {
+        let filter = filter.get();
+        sessions.with(|all| {
+            (all.iter())
+                .filter(|s| crate::summary::matches(s, &filter))
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+    };
     view! {
         <section class="wall" aria-labelledby="wall-title">
             <h1 id="wall-title">"Wall"</h1>
-            <Show when=move || sessions.with(Vec::is_empty)>
+            <Show when=move || sessions.with(Vec::is_empty)
+                fallback=move || view! { <crate::summary::FilterBox text=filter /> }>
                 <p class="muted">"No session is running."</p>
             </Show>
             <div class="tiles">
-                <For each=move || sessions.get() key=|s| s.session_id.clone() let:s>
+                <For each=shown key=|s| s.session_id.clone() let:s>
                     <Tile sid=s.session_id.clone() sessions=sessions />
                 </For>
             </div>
@@ -69,7 +80,9 @@ fn Tile(sid: String, sessions: RwSignal<Vec<Session>>) -> impl IntoView {
             };
             leptos::task::spawn_local(async move {
                 let path = format!("/tasks?contextId={sid}&status=TASK_STATE_WORKING&pageSize=1");
-                if let Ok(page) = crate::api::get_a2a::<TaskPage>(&path, &token).await {
+                if let Ok(page) =
+                    crate::api::get_a2a::<crate::summary::TaskPage>(&path, &token).await
+                {
                     let running = page
                         .tasks
                         .first()
@@ -83,13 +96,7 @@ fn Tile(sid: String, sessions: RwSignal<Vec<Session>>) -> impl IntoView {
     let _ = auth;
     let title = {
         let info = info.clone();
-        move || {
-            info().map(|s| {
-                s.label
-                    .clone()
-                    .unwrap_or_else(|| crate::short(&s.session_id))
-            })
-        }
+        move || info().map(|s| crate::summary::name(&s))
     };
     let command = {
         let info = info.clone();
@@ -99,32 +106,30 @@ fn Tile(sid: String, sessions: RwSignal<Vec<Session>>) -> impl IntoView {
         let info = info.clone();
         Signal::derive(move || info().map(|s| s.state))
     };
-    let controllers = move || {
-        info().map(|s| match s.controllers {
-            0 => "nobody controls it".to_owned(),
-            n => format!("{n} controlling, {} watching", s.observers),
-        })
+    let state_text = {
+        let info = info.clone();
+        move || info().map(|s| crate::summary::state(&s))
     };
+    let sandbox = {
+        let info = info.clone();
+        move || info().map(|s| format!("sandbox {}", crate::summary::sandbox(&s)))
+    };
+    let controllers = move || info().map(|s| crate::summary::holders(&s));
     view! {
         <a class="tile" href=format!("/sessions/{sid}") data-session=sid.clone()>
             <header>
                 <strong>{title}</strong>
                 <code>{command}</code>
-                <span class="tag" data-state=state>{state}</span>
+                <span class="tag" data-state=state>{state_text}</span>
             </header>
             <div class="tile-screen" node_ref=host></div>
             <footer>
                 <span class="who">{controllers}</span>
+                <span class="sandbox">{sandbox}</span>
                 {move || task.get().map(|t| view! { <span class="task">"task: " <code>{t}</code></span> })}
             </footer>
         </a>
     }
-}
-
-#[derive(Debug, Clone, serde::Deserialize)]
-#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-struct TaskPage {
-    tasks: Vec<wire::a2a::Task>,
 }
 
 #[cfg(feature = "hydrate")]
@@ -192,11 +197,11 @@ mod browser {
                             SessionFrame::Output { data, .. } => crate::xterm::write_bytes(&term, &data.0),
                             SessionFrame::Keyframe { snapshot, snapshot_cols, snapshot_rows, .. } => {
                                 crate::xterm::paint_keyframe(&term, &snapshot.0, snapshot_cols, snapshot_rows);
-                                crate::xterm::scale_into(&host);
+                                crate::xterm::scale_into(&host, crate::xterm::Zoom::Fit);
                             }
                             SessionFrame::Resize { cols, rows } => {
                                 term.resize(u32::from(cols), u32::from(rows));
-                                crate::xterm::scale_into(&host);
+                                crate::xterm::scale_into(&host, crate::xterm::Zoom::Fit);
                             }
                             _ => {}
                         }

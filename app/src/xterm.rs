@@ -10,6 +10,8 @@ use xterm_js_rs::addons::unicode11::Unicode11Addon;
 use xterm_js_rs::addons::webgl::WebglAddon;
 use xterm_js_rs::{Terminal, TerminalOptions};
 
+pub use crate::term_ui::Zoom;
+
 #[wasm_bindgen]
 extern "C" {
     /// The parts of xterm.js ≥ 5 that xterm-js-rs does not bind.
@@ -43,10 +45,31 @@ pub fn ext(t: &Terminal) -> &TerminalExt {
     t.unchecked_ref()
 }
 
+/// The terminal page's font size, in CSS pixels.
+pub const FONT_PX: u32 = 14;
+/// A screen scaled down further than this font size is not readable: below it, the page
+/// shows the screen at full size and lets it pan instead.
+pub const MIN_FONT_PX: f64 = 11.0;
+
+/// The terminal's palette under a light page (`prefers-color-scheme: light`): dark text on
+/// white, and ANSI colours dark enough to read on it.
+const LIGHT_THEME: &str = r##"{"background":"#ffffff","foreground":"#383a42","cursor":"#383a42","cursorAccent":"#ffffff","selectionBackground":"#bfceff","black":"#383a42","red":"#c4252d","green":"#3b7d1f","yellow":"#8a6100","blue":"#2855d6","magenta":"#9a2a9c","cyan":"#0a6f87","white":"#6a6f7a","brightBlack":"#4f525e","brightRed":"#a8121c","brightGreen":"#2f6a16","brightYellow":"#7a5400","brightBlue":"#1d44b8","brightMagenta":"#82207f","brightCyan":"#075c70","brightWhite":"#383a42"}"##;
+
+/// Whether the page is in its light theme.
+pub fn light_scheme() -> bool {
+    web_sys::window()
+        .and_then(|w| {
+            w.match_media("(prefers-color-scheme: light)")
+                .ok()
+                .flatten()
+        })
+        .is_some_and(|m| m.matches())
+}
+
 /// Opens xterm.js in `host`: the fit and Unicode 11 addons, WebGL unless the DOM renderer
 /// was chosen (localStorage "ptyhost.renderer" = "dom"), no keyboard until it is wanted.
 pub fn open_terminal(host: &web_sys::HtmlElement) -> (Rc<Terminal>, FitAddon) {
-    open_terminal_with(host, 14, true)
+    open_terminal_with(host, FONT_PX, true)
 }
 
 /// `open_terminal` at `font_size`, and without WebGL when `webgl` is false (a page of many
@@ -61,6 +84,11 @@ pub fn open_terminal_with(
     options.set_font_size(font_size);
     options.set_scrollback(5000);
     options.set_disable_stdin(true);
+    if light_scheme()
+        && let Ok(theme) = js_sys::JSON::parse(LIGHT_THEME)
+    {
+        options.set_theme(theme.unchecked_ref());
+    }
     // The Unicode 11 width tables (matching the server's emulator) are a "proposed" API.
     let _ = js_sys::Reflect::set(&options, &"allowProposedApi".into(), &true.into());
     let term = Rc::new(Terminal::new(&options));
@@ -95,20 +123,32 @@ pub fn unscale(host: &web_sys::HtmlElement) -> Option<web_sys::HtmlElement> {
     Some(el)
 }
 
-/// Scales the terminal in `host` down until it fits its width (a screen larger than the
-/// pane it is watched in).
-pub fn scale_into(host: &web_sys::HtmlElement) {
+/// Shows the terminal in `host` as `zoom` asks; what it did (`Fit` or `Actual`), which the
+/// host carries as `data-zoom` for the page's styles.
+pub fn scale_into(host: &web_sys::HtmlElement, zoom: Zoom) -> Zoom {
     let Some(el) = unscale(host) else {
-        return;
+        return Zoom::Actual;
     };
     let (have, need) = (host.client_width(), el.scroll_width());
-    if need > have && have > 0 {
-        let _ = el.style().set_property(
-            "transform",
-            &format!("scale({})", f64::from(have) / f64::from(need)),
-        );
+    let scale = f64::from(have) / f64::from(need.max(1));
+    let fit = need > have
+        && have > 0
+        && match zoom {
+            Zoom::Fit => true,
+            Zoom::Actual => false,
+            Zoom::Readable => scale * f64::from(FONT_PX) >= MIN_FONT_PX,
+        };
+    let done = if fit {
+        let _ = el
+            .style()
+            .set_property("transform", &format!("scale({scale})"));
         let _ = el.style().set_property("transform-origin", "top left");
-    }
+        Zoom::Fit
+    } else {
+        Zoom::Actual
+    };
+    let _ = host.set_attribute("data-zoom", if fit { "fit" } else { "actual" });
+    done
 }
 
 /// Writes bytes to xterm.js, with nothing to do once they are parsed.

@@ -64,7 +64,7 @@ test('the sessions page lists the session live and opens its terminal', async ()
   await ctl.goto('/');
   const row = ctl.locator(`tr[data-session="${sid}"]`);
   await expect(row).toContainText('running');
-  await expect(row).toContainText('0 controlling, 0 watching');
+  await expect(row).toContainText('nobody controls it, 0 watching');
   const started = Date.now();
   await row.getByRole('link').click();
   await expect(rows(ctl)).toContainText(/hello-\d+/);

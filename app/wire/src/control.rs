@@ -111,12 +111,32 @@ pub struct Usage {
     pub cpu_seconds: f64,
 }
 
+/// The file name of the rc file that a shell started without a command reads.
+pub const SHELL_RC_NAME: &str = "shell-integration.bash";
+
 impl Session {
-    /// The command as a person would type it (`/bin/sh -lc X` shows as `X`).
+    /// The command as the user gave it: `/bin/sh -lc X` shows as `X`, and the shell the
+    /// server starts when none is given as "login shell" (its rc file is the server's).
     pub fn command(&self) -> String {
         match self.argv.as_slice() {
             [sh, flag, cmd] if sh == "/bin/sh" && flag == "-lc" => cmd.clone(),
+            _ if self.is_login_shell() => "login shell".to_owned(),
             argv => argv.join(" "),
+        }
+    }
+
+    /// Whether it runs what the server starts when no command is given: bash reading the
+    /// shell-integration rc file, or the user's shell as a login shell.
+    pub fn is_login_shell(&self) -> bool {
+        match self.argv.as_slice() {
+            [_, noprofile, rcfile, rc, interactive] => {
+                noprofile == "--noprofile"
+                    && rcfile == "--rcfile"
+                    && rc.ends_with(&format!("/{SHELL_RC_NAME}"))
+                    && interactive == "-i"
+            }
+            [_, login] => login == "-l",
+            _ => false,
         }
     }
 }
@@ -316,6 +336,17 @@ mod tests {
         assert_eq!(s.command(), "ls -la");
         s.argv = vec!["top".into(), "-b".into()];
         assert_eq!(s.command(), "top -b");
+        let rc = format!("/var/lib/ptyhost/{SHELL_RC_NAME}");
+        s.argv = ["/bin/bash", "--noprofile", "--rcfile", &rc, "-i"]
+            .map(String::from)
+            .into();
+        assert_eq!(
+            s.command(),
+            "login shell",
+            "the server's rc path is not shown"
+        );
+        s.argv = vec!["/usr/bin/zsh".into(), "-l".into()];
+        assert_eq!(s.command(), "login shell");
     }
 }
 

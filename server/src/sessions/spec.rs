@@ -31,7 +31,7 @@ pub fn install_shell_rc(dir: &std::path::Path) -> std::io::Result<Option<PathBuf
     }
     std::fs::create_dir_all(dir)?;
     // Absolute: sessions start in their own directory (by default $HOME).
-    let path = std::fs::canonicalize(dir)?.join("shell-integration.bash");
+    let path = std::fs::canonicalize(dir)?.join(wire::control::SHELL_RC_NAME);
     std::fs::write(&path, SHELL_RC)?;
     Ok(Some(path))
 }
