@@ -116,23 +116,25 @@ impl Sessions {
             while state.ready.len() > state.wanted {
                 ended.extend(state.ready.pop_back());
             }
-            for id in &ended {
-                state.members.remove(id);
-            }
             ended
         };
         for id in ended {
-            if let Some(handle) = self.live(&SessionId::from(&id)) {
-                handle
-                    .tell(super::SessionCommand::Terminate(
-                        wire::CloseReason::InstanceTerminated,
-                    ))
-                    .await;
-            }
-            self.pooled_ended(&id);
+            self.end_pooled(&id).await;
         }
         self.fill_pool();
         Ok(self.pool())
+    }
+
+    /// Ends pooled shell `id` (never taken): its session and its row.
+    async fn end_pooled(&self, id: &str) {
+        if let Some(handle) = self.live(&SessionId::from(id)) {
+            handle
+                .tell(super::SessionCommand::Terminate(
+                    wire::CloseReason::InstanceTerminated,
+                ))
+                .await;
+        }
+        self.pooled_ended(id);
     }
 
     /// Pooled sessions that run (ready or printing their first prompt).
@@ -153,18 +155,28 @@ impl Sessions {
             let sessions = self.clone();
             self.inner.tasks.spawn(async move {
                 let ready = sessions.start_pooled().await;
-                let retry = {
+                let (retry, surplus) = {
                     let mut state = sessions.inner.pool.state();
                     state.starting -= 1;
                     match ready {
-                        Some(id) if !state.closed => {
-                            state.ready.push_back(id);
-                            false
+                        // The pool shrank, or took another sandbox, while it started.
+                        Some((id, sandbox))
+                            if state.ready.len() >= state.wanted || sandbox != state.sandbox =>
+                        {
+                            (false, Some(id))
                         }
-                        Some(_) => false,
-                        None => !state.closed,
+                        Some((id, _)) if !state.closed => {
+                            state.ready.push_back(id);
+                            (false, None)
+                        }
+                        Some(_) => (false, None),
+                        None => (!state.closed, None),
                     }
                 };
+                if let Some(id) = surplus {
+                    sessions.end_pooled(&id).await;
+                    sessions.fill_pool();
+                }
                 if retry {
                     tokio::time::sleep(RETRY).await;
                     sessions.fill_pool();
@@ -173,8 +185,9 @@ impl Sessions {
         }
     }
 
-    /// Starts one pooled shell and waits for its first prompt; its id once it is ready.
-    async fn start_pooled(&self) -> Option<String> {
+    /// Starts one pooled shell and waits for its first prompt; once it is ready, its id
+    /// and the sandbox it was started with.
+    async fn start_pooled(&self) -> Option<(String, Option<serde_json::Value>)> {
         let sandbox = self.inner.pool.state().sandbox.clone();
         let spec = match pool_spec(&self.inner.settings, sandbox.as_ref()) {
             Ok(spec) if spec.shell_integration => spec,
@@ -210,7 +223,7 @@ impl Sessions {
             return None;
         }
         match tokio::time::timeout(READY_WAIT, handle.prompted()).await {
-            Ok(true) => Some(row.id),
+            Ok(true) => Some((row.id, sandbox)),
             _ => {
                 tracing::warn!(session_id = %row.id, "a pooled shell printed no prompt; it is ended");
                 handle
