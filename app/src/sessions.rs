@@ -18,17 +18,19 @@ enum Column {
     Holders,
     Task,
     Sandbox,
+    Ports,
     Age,
 }
 
 impl Column {
-    const ALL: [(Column, &'static str); 7] = [
+    const ALL: [(Column, &'static str); 8] = [
         (Column::Session, "Session"),
         (Column::Command, "Command"),
         (Column::State, "State"),
         (Column::Holders, "Controller"),
         (Column::Task, "Running task"),
         (Column::Sandbox, "Sandbox"),
+        (Column::Ports, "Ports"),
         (Column::Age, "Age"),
     ];
 }
@@ -41,6 +43,7 @@ struct Row {
     state: String,
     holders: String,
     sandbox: String,
+    ports: Option<String>,
 }
 
 impl Row {
@@ -50,6 +53,7 @@ impl Row {
             state: summary::state(&session),
             holders: summary::holders(&session),
             sandbox: summary::sandbox(&session),
+            ports: summary::ports(&session),
             session,
         }
     }
@@ -64,6 +68,10 @@ impl Row {
             Column::Holders => (s.controllers, self.holders.clone()),
             Column::Task => (0, self.task.clone().unwrap_or_default()),
             Column::Sandbox => (0, self.sandbox.clone()),
+            Column::Ports => {
+                let first = s.ports.as_ref().and_then(|p| p.first());
+                (first.map_or(usize::MAX, |p| p.port.into()), String::new())
+            }
             // Ascending age is descending creation time (`rows` turns it round).
             Column::Age => (0, s.created_at.clone()),
         }
@@ -73,7 +81,7 @@ impl Row {
     fn shown(&self) -> String {
         let s = &self.session;
         format!(
-            "{}|{:?}|{}|{}|{}|{:?}|{}|{}x{}",
+            "{}|{:?}|{}|{}|{}|{:?}|{}|{:?}|{}x{}",
             s.session_id,
             s.label,
             s.command(),
@@ -81,6 +89,7 @@ impl Row {
             self.holders,
             self.task,
             self.sandbox,
+            self.ports,
             s.cols,
             s.rows
         )
@@ -148,7 +157,7 @@ pub fn SessionsPage() -> impl IntoView {
                     .collect()
             })
         });
-        rows.sort_by_key(|r| r.key(column));
+        rows.sort_by_cached_key(|r| r.key(column));
         if ascending == (column == Column::Age) {
             rows.reverse();
         }
@@ -198,6 +207,7 @@ pub fn SessionsPage() -> impl IntoView {
                                     <td>{row.holders}</td>
                                     <td data-column="task">{row.task.map(|t| view! { <code>{t}</code> })}</td>
                                     <td data-column="sandbox">{row.sandbox}</td>
+                                    <td data-column="ports">{port_links(&s, auth)}</td>
                                     <td>{move || age(&created, now_ms.get())}</td>
                                     <td>{format!("{}×{}", s.cols, s.rows)}</td>
                                     <td>
@@ -234,6 +244,25 @@ pub fn SessionsPage() -> impl IntoView {
             </Show>
         </section>
     }
+}
+
+/// Each listening port as a link to its preview, or "none"; nothing where the session has
+/// no network of its own to look in.
+fn port_links(s: &Session, auth: Auth) -> impl IntoView + use<> {
+    let token = auth.token.get_untracked().unwrap_or_default();
+    let ports = s.ports.clone()?;
+    if ports.is_empty() {
+        return Some(view! { <span class="muted">"none"</span> }.into_any());
+    }
+    let (instance, sid) = (s.instance_id.clone(), s.session_id.clone());
+    let links = ports.into_iter().map(move |port| {
+        let href = summary::port_link(&instance, &sid, &port, &token);
+        view! {
+            <a href=href target="_blank" rel="noopener noreferrer"
+                aria-label=format!("Open port {}", port.port)>{port.port}</a>
+        }
+    });
+    Some(view! { <span class="port-links">{links.collect_view()}</span> }.into_any())
 }
 
 /// "3 min" from an RFC 3339 time and the current time in ms.

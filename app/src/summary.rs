@@ -1,10 +1,10 @@
 //! A session summed up for the sessions list and the wall: its name, its state, its
-//! sandbox against its caps, and whether a filter's text finds it.
+//! sandbox against its caps, its ports, and whether a filter's text finds it.
 
 use leptos::prelude::*;
 
 use crate::api::Session;
-use wire::control::Network;
+use wire::control::{ListeningPort, Network};
 
 /// Its label, or the end of its id.
 pub fn name(s: &Session) -> String {
@@ -62,6 +62,26 @@ pub fn sandbox(s: &Session) -> String {
         (None, None) => {}
     }
     parts.join(" · ")
+}
+
+/// The ports something listens on inside its own network namespace: "8000, 9000", or
+/// "none"; `None` where it has no namespace of its own to look in.
+pub fn ports(s: &Session) -> Option<String> {
+    let ports = s.ports.as_ref()?;
+    let list: Vec<String> = ports.iter().map(|p| p.port.to_string()).collect();
+    Some(match list.is_empty() {
+        true => "none".to_owned(),
+        false => list.join(", "),
+    })
+}
+
+/// Where a port's preview opens: its own origin when it has one, else its path under the
+/// API. The link carries the token in its fragment, which the preview's page trades for a
+/// cookie scoped to that preview; no URL the server sees holds it.
+pub fn port_link(instance: &str, sid: &str, port: &ListeningPort, token: &str) -> String {
+    let url = (port.url.clone())
+        .unwrap_or_else(|| format!("/agents/{instance}/sessions/{sid}/ports/{}/", port.port));
+    format!("{url}#token={token}")
 }
 
 /// Whether `filter` (any case) is part of its label, command or id.
@@ -124,6 +144,29 @@ mod tests {
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn ports_are_listed_or_none_and_link_to_their_preview_with_the_token_in_the_fragment() {
+        assert_eq!(ports(&session(serde_json::json!({}))), None);
+        assert_eq!(
+            ports(&session(serde_json::json!({ "ports": [] }))).as_deref(),
+            Some("none")
+        );
+        let s = session(serde_json::json!({ "ports": [
+            { "port": 8000, "protocol": "tcp" },
+            { "port": 9000, "protocol": "tcp", "url": "http://9000-x.localhost:3000/" },
+        ] }));
+        assert_eq!(ports(&s).as_deref(), Some("8000, 9000"));
+        let listed = s.ports.as_ref().unwrap();
+        assert_eq!(
+            port_link("local", "x", &listed[0], "t0k"),
+            "/agents/local/sessions/x/ports/8000/#token=t0k"
+        );
+        assert_eq!(
+            port_link("local", "x", &listed[1], "t0k"),
+            "http://9000-x.localhost:3000/#token=t0k"
+        );
     }
 
     #[test]

@@ -163,24 +163,19 @@ pub fn TerminalPage() -> impl IntoView {
 const SHOWN_MS: u32 = 3000;
 
 /// The ports something listens on inside the session's own network, each a link to its
-/// preview: the preview's own origin when it has one, else its path under the API. The
-/// link carries the token in its fragment, which the preview's page trades for a cookie
-/// scoped to that preview; no URL the server sees holds it.
+/// preview (`summary::port_link`).
 #[component]
 fn Ports(sid: Signal<String>, shown: RwSignal<Option<Session>>) -> impl IntoView {
     let auth = expect_context::<Auth>();
     let ports = move || {
         shown.with(|s| {
             let s = s.as_ref()?;
-            let list = s.ports.as_ref()?.iter().map(|l| (l.port, l.url.clone()));
-            Some((s.instance_id.clone(), list.collect::<Vec<_>>()))
+            Some((s.instance_id.clone(), s.ports.clone()?))
         })
     };
-    let link = move |instance: &str, port: u16, origin: Option<String>| {
+    let link = move |instance: &str, port: &wire::control::ListeningPort| {
         let token = auth.token.get().unwrap_or_default();
-        let url = origin
-            .unwrap_or_else(|| format!("/agents/{instance}/sessions/{}/ports/{port}/", sid.get()));
-        format!("{url}#token={token}")
+        crate::summary::port_link(instance, &sid.get(), port, &token)
     };
     view! {
         <Show when=move || ports().is_some()>
@@ -193,10 +188,10 @@ fn Ports(sid: Signal<String>, shown: RwSignal<Option<Session>>) -> impl IntoView
                     } else {
                         view! {
                             <ul aria-label="Listening ports">
-                                {list.into_iter().map(|(port, origin)| view! {
+                                {list.into_iter().map(|port| view! {
                                     <li>
-                                        <a href=link(&instance, port, origin) target="_blank" rel="noopener noreferrer">
-                                            {format!("Open port {port}")}
+                                        <a href=link(&instance, &port) target="_blank" rel="noopener noreferrer">
+                                            {format!("Open port {}", port.port)}
                                         </a>
                                     </li>
                                 }).collect_view()}

@@ -1,8 +1,9 @@
 //! The wall (`/wall`): every running session the token may see as a live, read-only tile
-//! (its screen scaled down, label, command, state, who controls it, the task running in
-//! it); a click opens the session. Each tile is a pty-ws observer that acknowledges what
-//! it rendered once a second, asking for a small window: quiet output arrives as it
-//! happens, and a flooding session costs the tile 16 KiB of output and a keyframe a second.
+//! (its screen scaled down, label, command, state, who controls it, its sandbox and
+//! ports, the task running in it); a click opens the session. Each tile is a pty-ws
+//! observer that acknowledges what it rendered once a second, asking for a small window:
+//! quiet output arrives as it happens, and a flooding session costs the tile 16 KiB of
+//! output and a keyframe a second.
 
 use leptos::prelude::*;
 
@@ -114,6 +115,13 @@ fn Tile(sid: String, sessions: RwSignal<Vec<Session>>) -> impl IntoView {
         let info = info.clone();
         move || info().map(|s| format!("sandbox {}", crate::summary::sandbox(&s)))
     };
+    let ports = {
+        let info = info.clone();
+        move || {
+            let ports = crate::summary::ports(&info()?)?;
+            Some(view! { <span class="ports">{format!("ports {ports}")}</span> })
+        }
+    };
     let controllers = move || info().map(|s| crate::summary::holders(&s));
     view! {
         <a class="tile" href=format!("/sessions/{sid}") data-session=sid.clone()>
@@ -126,6 +134,7 @@ fn Tile(sid: String, sessions: RwSignal<Vec<Session>>) -> impl IntoView {
             <footer>
                 <span class="who">{controllers}</span>
                 <span class="sandbox">{sandbox}</span>
+                {ports}
                 {move || task.get().map(|t| view! { <span class="task">"task: " <code>{t}</code></span> })}
             </footer>
         </a>

@@ -27,3 +27,30 @@ test('a port a session listens on is a link on its terminal page that opens its 
   await expect(preview.locator('body')).toContainText('preview-works');
   expect(errors).toEqual([]);
 });
+
+// The sessions list and the wall say what listens in each session; the list's port is a
+// link to the same preview.
+test('a listening port shows in the sessions list as a link to its preview and on its wall tile', async ({ browser }) => {
+  const page = await (await domContext(browser)).newPage();
+  const errors = watchErrors(page);
+  await signIn(page);
+  const quiet = await api(page, 'POST', '/sessions', { command: 'sleep 3600', label: 'ports-none' });
+  const served = await api(page, 'POST', '/sessions', {
+    command: 'echo listed > hello.txt && python3 -m http.server 8001 --bind 127.0.0.1',
+    label: 'ports-listed',
+  });
+  await page.goto('/');
+  const cell = (sid: string) => page.locator(`tr[data-session="${sid}"] td[data-column="ports"]`);
+  await expect(cell(quiet.session_id)).toHaveText('none');
+  const link = cell(served.session_id).getByRole('link', { name: 'Open port 8001' });
+  await expect(link).toBeVisible({ timeout: 20_000 });
+  const [preview] = await Promise.all([page.context().waitForEvent('page'), link.click()]);
+  await expect(preview.locator('body')).toContainText('hello.txt');
+  expect(preview.url()).not.toContain('token');
+
+  await page.goto('/wall');
+  await expect(page.locator(`.tile[data-session="${served.session_id}"] .ports`)).toHaveText('ports 8001');
+  await expect(page.locator(`.tile[data-session="${quiet.session_id}"] .ports`)).toHaveText('ports none');
+  for (const s of [quiet, served]) await api(page, 'DELETE', `/sessions/${s.session_id}`);
+  expect(errors).toEqual([]);
+});

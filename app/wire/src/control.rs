@@ -41,8 +41,8 @@ pub struct Session {
     /// A sandboxed session's workspace: the one directory of the host it may write.
     #[serde(default)]
     pub workspace: Option<String>,
-    /// The ports something listens on inside a running session's own network namespace
-    /// (`GET B/sessions/{sid}` only), each reachable at `B/sessions/{sid}/ports/{port}/` and,
+    /// The ports something listens on inside a running session's own network namespace,
+    /// each reachable at `B/sessions/{sid}/ports/{port}/` and,
     /// for a browser, at its own origin `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<ListeningPort>>,

@@ -202,14 +202,12 @@ pub async fn list(
     State(state): State<AppState>,
     who: Principal,
 ) -> Result<Json<control::SessionList>, ApiError> {
-    let sessions = state
-        .sessions
-        .list()
-        .await?
+    let views = state.sessions.list().await?;
+    let sessions = views
         .iter()
         .filter(|v| who.sees_session(&v.row.id))
-        .map(|v| view_json(&state, v))
-        .collect();
+        .map(|v| with_ports(&state, view_json(&state, v)));
+    let sessions = futures_util::future::join_all(sessions).await;
     Ok(Json(control::SessionList { sessions }))
 }
 

@@ -6,12 +6,14 @@
 //! - `root`: the session's filesystem view (mount namespace).
 //! - `confine`: `no_new_privs`, Landlock, capabilities and seccomp.
 //! - `cgroup`: memory, process and CPU caps, and their use.
+//! - `net`, `ports`: the session's network namespace, reached through its net agent.
 
 mod cgroup;
 mod confine;
 pub mod exec;
 pub mod net;
 mod policy;
+mod ports;
 mod root;
 
 pub use cgroup::{Cgroup, Hierarchy};

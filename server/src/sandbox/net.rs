@@ -32,6 +32,7 @@ pub const PROXY_PORT: u16 = 3128;
 /// What ptyhost asks the agent for, one byte each.
 const LISTENER: u8 = b'L';
 const SOCKET_V4: u8 = b'4';
+const DIAG: u8 = b'D';
 
 /// The agent: serves descriptors until the helper (and with it the session) ends. Writes
 /// one byte to `ready` once the proxy listener is bound.
@@ -65,6 +66,7 @@ fn agent(socket: &Path, mut ready: std::io::PipeWriter) -> io::Result<Never> {
                 SOCKET_V4 => {
                     socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?.into()
                 }
+                DIAG => super::ports::diag_socket()?,
                 _ => break,
             };
             if send_fd(&conn, &fd).is_err() {
@@ -97,6 +99,9 @@ const SPARE_SOCKETS: usize = 16;
 pub struct NetAgent {
     socket: PathBuf,
     spare: Arc<Mutex<Vec<OwnedFd>>>,
+    /// The namespace's `NETLINK_SOCK_DIAG` socket, once asked for; its lock keeps one
+    /// dump at a time.
+    diag: Arc<Mutex<Option<OwnedFd>>>,
 }
 
 impl NetAgent {
@@ -105,6 +110,7 @@ impl NetAgent {
         NetAgent {
             socket,
             spare: Arc::default(),
+            diag: Arc::default(),
         }
     }
 
@@ -144,24 +150,19 @@ impl NetAgent {
         Ok(tokio::net::TcpSocket::from_std_stream(std))
     }
 
-    /// The TCP ports something listens on inside the session's namespace, from the
-    /// agent's own `/proc/PID/net/tcp` (the agent shares the namespace), without the
+    /// The TCP ports something listens on inside the session's namespace, without the
     /// egress proxy's.
     pub async fn listening_ports(&self) -> io::Result<Vec<u16>> {
-        let socket = self.socket.clone();
+        let (socket, diag) = (self.socket.clone(), self.diag.clone());
         tokio::task::spawn_blocking(move || {
-            let conn = UnixStream::connect(&socket)?;
-            let pid = rustix::net::sockopt::socket_peercred(&conn)?.pid;
-            let mut ports = Vec::new();
-            for table in ["tcp", "tcp6"] {
-                let text =
-                    std::fs::read_to_string(format!("/proc/{}/net/{table}", pid.as_raw_nonzero()))
-                        .unwrap_or_default();
-                ports.extend(listening(&text));
-            }
+            let mut diag = diag.lock().unwrap_or_else(|e| e.into_inner());
+            let fd = match diag.take() {
+                Some(fd) => fd,
+                None => ask(&socket, DIAG, 1)?.pop().ok_or_else(no_descriptor)?,
+            };
+            let mut ports = super::ports::listening(&fd)?;
+            *diag = Some(fd);
             ports.retain(|&p| p != PROXY_PORT);
-            ports.sort_unstable();
-            ports.dedup();
             Ok(ports)
         })
         .await
@@ -171,14 +172,16 @@ impl NetAgent {
     /// `count` descriptors of what `op` names, over one connection.
     async fn ask(&self, op: u8, count: usize) -> io::Result<Vec<OwnedFd>> {
         let socket = self.socket.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut conn = UnixStream::connect(&socket)?;
-            conn.write_all(&vec![op; count])?;
-            (0..count).map(|_| receive_fd(&conn)).collect()
-        })
-        .await
-        .map_err(io::Error::other)?
+        tokio::task::spawn_blocking(move || ask(&socket, op, count))
+            .await
+            .map_err(io::Error::other)?
     }
+}
+
+fn ask(socket: &Path, op: u8, count: usize) -> io::Result<Vec<OwnedFd>> {
+    let mut conn = UnixStream::connect(socket)?;
+    conn.write_all(&vec![op; count])?;
+    (0..count).map(|_| receive_fd(&conn)).collect()
 }
 
 fn receive_fd(conn: &UnixStream) -> io::Result<OwnedFd> {
@@ -206,27 +209,4 @@ fn no_descriptor() -> io::Error {
         io::ErrorKind::UnexpectedEof,
         "the session's net agent sent no descriptor",
     )
-}
-
-/// The local ports in state LISTEN (0A) of a `/proc/net/tcp` table.
-fn listening(table: &str) -> impl Iterator<Item = u16> + '_ {
-    table.lines().skip(1).filter_map(|line| {
-        let mut fields = line.split_whitespace();
-        let local = fields.nth(1)?;
-        let state = fields.nth(1)?;
-        (state == "0A")
-            .then(|| u16::from_str_radix(local.rsplit(':').next()?, 16).ok())
-            .flatten()
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_listening_sockets_are_ports() {
-        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0000000000000000 100 0 0 10 0\n   1: 0100007F:C350 0100007F:1F40 01 00000000:00000000 00:00000000 00000000  1000        0 2 1 0000000000000000 20 4 30 10 -1\n";
-        assert_eq!(listening(table).collect::<Vec<_>>(), [8000]);
-    }
 }
