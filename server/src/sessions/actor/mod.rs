@@ -54,11 +54,11 @@ const REKEY_PACE: Duration = Duration::from_millis(100);
 /// How long a slow viewer's last frames may wait for room in its queue.
 const FAREWELL_WAIT: Duration = Duration::from_secs(10);
 /// Output chunks are coalesced into frames of up to this many bytes.
-const MAX_OUTPUT_FRAME: usize = 64 * 1024;
+const MAX_OUTPUT_FRAME: usize = 128 * 1024;
 /// A read this large filled the terminal's buffer (4 KiB): more output is on its way.
 const FULL_READ: usize = 4000;
 /// How long a flood's frame gathers output before it goes out unless it is full.
-const GATHER: Duration = Duration::from_millis(1);
+const GATHER: Duration = Duration::from_millis(2);
 /// The hot ring's byte bound (frames beyond it are served from the store).
 const RING_BYTES: usize = 16 * 1024 * 1024;
 /// How long output may still drain after the process exited.
@@ -414,6 +414,11 @@ impl Actor {
 async fn gather(mut data: Vec<u8>, output: &mut PtyOutput) -> Vec<u8> {
     let flooding = data.len() >= FULL_READ;
     let until = Instant::now() + if flooding { GATHER } else { Duration::ZERO };
+    if flooding {
+        // Room for the whole frame at once: grown a read at a time, it was copied over and
+        // over as it grew.
+        data.reserve_exact(MAX_OUTPUT_FRAME.saturating_sub(data.len()));
+    }
     output.read_more(&mut data, MAX_OUTPUT_FRAME, until).await;
     // The frame is kept for replay: without the room reads left in it.
     data.shrink_to_fit();
