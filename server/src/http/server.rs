@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -48,7 +48,7 @@ pub async fn serve(
     settings: ServerSettings,
     shutdown: impl Future<Output = ()>,
 ) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(InlineFirst);
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -135,6 +135,32 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("some HTTP connections did not finish in time");
+    }
+}
+
+/// hyper's executor for HTTP/2 streams: a stream's first poll runs on its connection's
+/// task, and only a stream that poll did not finish gets a task of its own. hyper spawns a
+/// task per stream, so a unary call whose answer is ready at once (a task read from memory)
+/// cost a spawn, a hand-off of the answer back to the connection's task and two wake-ups;
+/// inline it is answered in the turn that read it, as over HTTP/1.1. A spawned stream is
+/// polled again at once with its task's waker, so the first poll's no-op waker loses
+/// nothing, and a panic in that poll ends the stream, not the connection.
+#[derive(Debug, Clone, Copy)]
+struct InlineFirst;
+
+impl<F> hyper::rt::Executor<F> for InlineFirst
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, future: F) {
+        let mut future = Box::pin(future);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            future.as_mut().poll(&mut cx)
+        }));
+        if let Ok(Poll::Pending) = first {
+            tokio::spawn(future);
+        }
     }
 }
 
@@ -270,6 +296,30 @@ pub async fn note_authentication(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hyper::rt::Executor;
+    use tokio::sync::oneshot;
+
+    #[tokio::test]
+    async fn a_stream_ready_at_once_is_answered_inline_and_one_that_waits_on_its_own_task() {
+        let (done, mut finished) = oneshot::channel();
+        InlineFirst.execute(async move { done.send(()).unwrap() });
+        assert!(finished.try_recv().is_ok(), "it ran before execute returned");
+
+        let (answer, waited) = oneshot::channel();
+        let (done, finished) = oneshot::channel();
+        InlineFirst.execute(async move { done.send(waited.await.unwrap()).unwrap() });
+        answer.send(7).unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(5), finished).await;
+        assert_eq!(got.unwrap().unwrap(), 7, "woken after its inline poll");
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_a_streams_first_poll_ends_that_stream_and_not_its_connection() {
+        InlineFirst.execute(async { panic!("a handler's bug") });
+        let (done, finished) = oneshot::channel();
+        InlineFirst.execute(async move { done.send(()).unwrap() });
+        assert!(finished.await.is_ok());
+    }
 
     /// A loopback connection's server end, wrapped, after the client sent `first`.
     async fn served_after(first: &[u8]) -> Unvectored<TcpStream> {
