@@ -361,13 +361,7 @@ async fn a_dev_server_inside_a_session_is_previewed_with_a_token_or_an_observer_
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(ports, [8000, 9000], "the proxy's own port is not listed");
-    let list: wire::control::SessionList = (s.http.get(s.url("/sessions")).bearer_auth(ADMIN))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: wire::control::SessionList = s.get_as("/sessions", ADMIN).await;
     let listed = list.sessions.iter().find(|l| l.session_id == sid).unwrap();
     let in_list: Vec<u16> = listed.ports.iter().flatten().map(|l| l.port).collect();
     assert_eq!(

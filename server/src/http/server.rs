@@ -303,7 +303,10 @@ mod tests {
     async fn a_stream_ready_at_once_is_answered_inline_and_one_that_waits_on_its_own_task() {
         let (done, mut finished) = oneshot::channel();
         InlineFirst.execute(async move { done.send(()).unwrap() });
-        assert!(finished.try_recv().is_ok(), "it ran before execute returned");
+        assert!(
+            finished.try_recv().is_ok(),
+            "it ran before execute returned"
+        );
 
         let (answer, waited) = oneshot::channel();
         let (done, finished) = oneshot::channel();
