@@ -610,3 +610,23 @@ async fn a_browser_is_sent_to_the_previews_own_origin_where_a_link_signs_in_and_
         .unwrap();
     assert_eq!(r.status(), 404, "a link for one session sees no other");
 }
+
+#[tokio::test]
+async fn a_session_paused_before_anyone_asked_for_its_ports_still_lists_them_at_once() {
+    let s = TestServer::start(&[]).await;
+    let sid = session(&s, json!({ "network": "none" })).await;
+    start(&s, &sid, "python3 -m http.server 8000 --bind 127.0.0.1").await;
+    // Its ports are not asked for until the session is frozen, net agent and all.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, paused) = s
+        .post(&format!("/sessions/{sid}:pause"), ADMIN, json!({}))
+        .await;
+    assert_eq!(status, 200, "{paused}");
+    let asked = Instant::now();
+    let listed = s.session(&sid).await;
+    assert!(listed.paused.is_some(), "{listed:?}");
+    let ports: Vec<u16> = listed.ports.iter().flatten().map(|l| l.port).collect();
+    assert_eq!(ports, [8000]);
+    let took = asked.elapsed();
+    assert!(took < Duration::from_secs(1), "listed after {took:?}");
+}

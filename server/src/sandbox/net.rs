@@ -150,9 +150,27 @@ impl NetAgent {
         Ok(tokio::net::TcpSocket::from_std_stream(std))
     }
 
+    /// Takes the namespace's `NETLINK_SOCK_DIAG` socket from the agent now, while it runs:
+    /// a paused session's agent is frozen with it and answers nothing, but a socket already
+    /// taken still lists its ports.
+    pub async fn prepare_ports(&self) -> io::Result<()> {
+        self.with_diag(|_| Ok(())).await
+    }
+
     /// The TCP ports something listens on inside the session's namespace, without the
     /// egress proxy's.
     pub async fn listening_ports(&self) -> io::Result<Vec<u16>> {
+        let mut ports = self.with_diag(super::ports::listening).await?;
+        ports.retain(|&p| p != PROXY_PORT);
+        Ok(ports)
+    }
+
+    /// `f` of the diag socket, taken from the agent the first time; a socket that failed
+    /// is let go, and the next call takes a fresh one.
+    async fn with_diag<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&OwnedFd) -> io::Result<T> + Send + 'static,
+    ) -> io::Result<T> {
         let (socket, diag) = (self.socket.clone(), self.diag.clone());
         tokio::task::spawn_blocking(move || {
             let mut diag = diag.lock().unwrap_or_else(|e| e.into_inner());
@@ -160,10 +178,9 @@ impl NetAgent {
                 Some(fd) => fd,
                 None => ask(&socket, DIAG, 1)?.pop().ok_or_else(no_descriptor)?,
             };
-            let mut ports = super::ports::listening(&fd)?;
+            let out = f(&fd)?;
             *diag = Some(fd);
-            ports.retain(|&p| p != PROXY_PORT);
-            Ok(ports)
+            Ok(out)
         })
         .await
         .map_err(io::Error::other)?
@@ -178,8 +195,14 @@ impl NetAgent {
     }
 }
 
+/// How long the agent may take to answer: a paused session's agent is frozen, and a
+/// request to it fails after this instead of waiting for the resume.
+const AGENT_REPLY: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn ask(socket: &Path, op: u8, count: usize) -> io::Result<Vec<OwnedFd>> {
     let mut conn = UnixStream::connect(socket)?;
+    conn.set_read_timeout(Some(AGENT_REPLY))?;
+    conn.set_write_timeout(Some(AGENT_REPLY))?;
     conn.write_all(&vec![op; count])?;
     (0..count).map(|_| receive_fd(&conn)).collect()
 }

@@ -135,7 +135,8 @@ impl Sandboxed {
         }
     }
 
-    /// Serves the session's egress proxy once its net agent answers.
+    /// Serves the session's egress proxy once its net agent answers, and takes the socket
+    /// that lists its ports.
     pub fn start_egress(self: &Arc<Self>, id: &str, audit: Audit) {
         let Some(net) = &self.net else {
             return;
@@ -153,6 +154,9 @@ impl Sandboxed {
                     return;
                 }
             };
+            if let Err(e) = agent.prepare_ports().await {
+                tracing::warn!(session_id = %id, error = %e, "the session's ports cannot be listed");
+            }
             let Some(me) = me.upgrade() else {
                 return;
             };
