@@ -53,4 +53,6 @@ test('a listening port shows in the sessions list as a link to its preview and o
   await expect(page.locator(`.tile[data-session="${quiet.session_id}"] .ports`)).toHaveText('ports none');
   for (const s of [quiet, served]) await api(page, 'DELETE', `/sessions/${s.session_id}`);
   expect(errors).toEqual([]);
+  // The wall watches every running session, later specs' too: it must not stay open.
+  await page.context().close();
 });
