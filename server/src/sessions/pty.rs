@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -121,7 +122,9 @@ impl PtyOutput {
                     Err(_would_block) => continue,
                 },
                 Some(Err(e)) => Err(e),
-                None => read_into(ready.get_ref(), data, most),
+                // Through the reactor, so that an EAGAIN clears the readiness: the next read
+                // then waits instead of trying the terminal again.
+                None => ready.try_io(Interest::READABLE, |f| read_into(f, data, most)),
             };
             match read {
                 Ok(0) => self.ended = true,
