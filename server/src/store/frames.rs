@@ -2,6 +2,7 @@
 //! sequence range or from the last keyframe, pruned outside both retention bounds.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use anyhow::Result;
 use bytes::Bytes;
@@ -247,17 +248,54 @@ impl Frames {
     }
 }
 
-/// `Frames::insert` within a transaction.
-pub(super) async fn insert_frames_in(
-    tx: &mut sqlx::AnyConnection,
-    session_id: &str,
-    frames: &[Frame],
-) -> Result<u64> {
-    let Some(last) = frames.last() else {
-        return Ok(0);
-    };
-    let mut stored = 0u64;
-    for f in frames {
+/// The most frames one INSERT writes. A batch goes as INSERTs of a power of two of frames,
+/// the largest that fits first (25 frames: 16, 8 and 1), so that a connection prepares at
+/// most seven statements and its statement cache holds them all.
+const FRAMES_PER_INSERT: usize = 64;
+
+/// The columns of `frames` one INSERT row binds, in their order.
+const INSERT_COLUMNS: &str =
+    "session_id, sequence, kind, created_at, frame, envelope_id, data, compression, bytes";
+const INSERT_PARAMS: usize = 9;
+
+/// The sizes of the INSERTs that write `n` frames.
+fn insert_chunks(mut n: usize) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (n > 0).then(|| {
+            let rows = FRAMES_PER_INSERT.min(1 << n.ilog2());
+            n -= rows;
+            rows
+        })
+    })
+}
+
+/// The INSERT of `rows` frames, a power of two up to `FRAMES_PER_INSERT`.
+fn insert_sql(rows: usize) -> &'static str {
+    static SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
+        (0..=FRAMES_PER_INSERT.ilog2())
+            .map(|shift| {
+                let values = super::values_list(1 << shift, INSERT_PARAMS);
+                format!("INSERT INTO frames ({INSERT_COLUMNS}) VALUES {values}")
+            })
+            .collect()
+    });
+    &SQL[rows.ilog2() as usize]
+}
+
+/// One frame as its INSERT row binds it.
+struct FrameColumns<'a> {
+    sequence: i64,
+    kind: &'a str,
+    created_at: i64,
+    text: Option<&'a str>,
+    envelope_id: Option<&'a str>,
+    data: Option<Cow<'a, [u8]>>,
+    compression: Option<&'static str>,
+    bytes: i64,
+}
+
+impl<'a> FrameColumns<'a> {
+    fn of(f: &'a Frame) -> Result<FrameColumns<'a>> {
         let (kind, text, envelope_id, data, compression) = match &f.body {
             FrameBody::Output { envelope_id, data } => {
                 let (data, compression) = compress(data);
@@ -278,22 +316,50 @@ pub(super) async fn insert_frames_in(
             ),
         };
         let bytes = text.map_or(0, str::len) + data.as_ref().map_or(0, |d| d.len());
-        stored += bytes as u64;
-        sqlx::query(
-            "INSERT INTO frames (session_id, sequence, kind, created_at, frame, envelope_id, data, compression, bytes)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(session_id)
-        .bind(f.sequence as i64)
-        .bind(kind)
-        .bind(f.created_at)
-        .bind(text)
-        .bind(envelope_id)
-        .bind(data.as_deref())
-        .bind(compression)
-        .bind(bytes as i64)
-        .execute(&mut *tx)
-        .await?;
+        Ok(FrameColumns {
+            sequence: f.sequence as i64,
+            kind,
+            created_at: f.created_at,
+            text,
+            envelope_id,
+            data,
+            compression,
+            bytes: bytes as i64,
+        })
+    }
+}
+
+/// `Frames::insert` within a transaction.
+pub(super) async fn insert_frames_in(
+    tx: &mut sqlx::AnyConnection,
+    session_id: &str,
+    frames: &[Frame],
+) -> Result<u64> {
+    let Some(last) = frames.last() else {
+        return Ok(0);
+    };
+    let rows = frames
+        .iter()
+        .map(FrameColumns::of)
+        .collect::<Result<Vec<_>>>()?;
+    let mut rest = &rows[..];
+    for size in insert_chunks(rows.len()) {
+        let (chunk, after) = rest.split_at(size);
+        rest = after;
+        let mut query = sqlx::query(insert_sql(size));
+        for r in chunk {
+            query = query
+                .bind(session_id)
+                .bind(r.sequence)
+                .bind(r.kind)
+                .bind(r.created_at)
+                .bind(r.text)
+                .bind(r.envelope_id)
+                .bind(r.data.as_deref())
+                .bind(r.compression)
+                .bind(r.bytes);
+        }
+        query.execute(&mut *tx).await?;
     }
     sqlx::query("UPDATE sessions SET last_sequence = $1 WHERE id = $2 AND last_sequence < $3")
         .bind(last.sequence as i64)
@@ -301,7 +367,7 @@ pub(super) async fn insert_frames_in(
         .bind(last.sequence as i64)
         .execute(&mut *tx)
         .await?;
-    Ok(stored)
+    Ok(rows.iter().map(|r| r.bytes as u64).sum())
 }
 
 /// Drops session `id`'s frames up to `floor` and raises its replay floor to it.
@@ -333,5 +399,25 @@ impl Frames {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_written_in_power_of_two_inserts_of_at_most_sixty_four_frames() {
+        let chunks = |n| insert_chunks(n).collect::<Vec<_>>();
+        assert_eq!(chunks(0), Vec::<usize>::new());
+        assert_eq!(chunks(1), [1]);
+        assert_eq!(chunks(25), [16, 8, 1]);
+        assert_eq!(chunks(64), [64]);
+        assert_eq!(chunks(150), [64, 64, 16, 4, 2]);
+        for n in 0..300 {
+            assert_eq!(chunks(n).iter().sum::<usize>(), n);
+        }
+        assert_eq!(insert_sql(2).matches('(').count(), 3);
+        assert!(insert_sql(64).ends_with("$576)"));
     }
 }

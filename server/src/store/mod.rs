@@ -69,6 +69,18 @@ impl Db {
     }
 }
 
+/// `rows` parenthesised lists of `cols` numbered parameters each, for a multi-row INSERT:
+/// `($1, $2), ($3, $4)` for two rows of two.
+pub(super) fn values_list(rows: usize, cols: usize) -> String {
+    let row = |r: usize| {
+        let params: Vec<String> = (r * cols + 1..=r * cols + cols)
+            .map(|p| format!("${p}"))
+            .collect();
+        format!("({})", params.join(", "))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}
+
 /// A handle on one part of the store: the shared pool, and its own queries.
 macro_rules! handle {
     ($name:ident) => {

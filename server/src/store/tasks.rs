@@ -94,18 +94,11 @@ impl TaskWriter {
             .filter(|(i, w)| !group[i + 1..].iter().any(|later| later.id == w.id))
             .map(|(_, w)| w)
             .collect();
-        let values: Vec<String> = (0..newest.len())
-            .map(|i| {
-                let params: Vec<String> =
-                    (5 * i + 1..=5 * i + 5).map(|p| format!("${p}")).collect();
-                format!("({})", params.join(", "))
-            })
-            .collect();
         let sql = format!(
             "INSERT INTO tasks (id, context_id, state, status_at, task) VALUES {}
              ON CONFLICT (id) DO UPDATE SET state = excluded.state, status_at = excluded.status_at,
              task = excluded.task",
-            values.join(", ")
+            super::values_list(newest.len(), 5)
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for w in newest {

@@ -48,6 +48,15 @@ fn session(id: &str, node: &str, state: &str) -> SessionRow {
     }
 }
 
+/// Adds a running session `id` of node "n".
+async fn running_session(store: &Store, id: &str) {
+    store
+        .sessions()
+        .insert(&session(id, "n", "running"))
+        .await
+        .unwrap();
+}
+
 fn output(sequence: u64, at: i64, data: &[u8]) -> Frame {
     Frame {
         sequence,

@@ -184,11 +184,7 @@ async fn tokens_are_found_by_hash_listed_by_share_link_and_revoked_once() {
 #[tokio::test]
 async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_keyframe_and_kind() {
     on_both_backends(async |store, b| {
-        store
-            .sessions()
-            .insert(&session("s", "n", "running"))
-            .await
-            .unwrap();
+        running_session(&store, "s").await;
         let text = b"cargo build: Compiling some-crate v1.2.3\r\n".repeat(1600);
         let noise: Vec<u8> = (0..65536).map(|_| rand::random::<u8>()).collect();
         let frames = vec![
@@ -282,13 +278,42 @@ async fn frames_come_back_as_they_went_in_and_are_found_by_sequence_time_keyfram
 }
 
 #[tokio::test]
+async fn a_batch_of_more_frames_than_one_statement_writes_is_stored_whole_and_in_order() {
+    on_both_backends(async |store, b| {
+        running_session(&store, "s").await;
+        let long = b"a line of output that LZ4 makes smaller\r\n".repeat(40);
+        let frames: Vec<_> = (1..=150)
+            .map(|i| match i % 3 {
+                0 => envelope(i, i as i64, "Resize"),
+                1 => output(i, i as i64, format!("echo {i}").as_bytes()),
+                _ => output(i, i as i64, &long),
+            })
+            .collect();
+        let stored = store.frames().insert("s", &frames).await.unwrap();
+        assert_eq!(
+            store.frames().between("s", 0, 151).await.unwrap(),
+            frames,
+            "{b}"
+        );
+        assert_eq!(
+            store.frames().session_bytes("s").await.unwrap(),
+            stored,
+            "{b}"
+        );
+        assert!(
+            stored < (50 * long.len()) as u64,
+            "{b}: the long output is compressed"
+        );
+        let row = store.sessions().get("s").await.unwrap().unwrap();
+        assert_eq!(row.last_sequence, 150, "{b}");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn pruning_drops_a_prefix_and_raises_the_replay_floor_and_reservations_only_grow() {
     on_both_backends(async |store, b| {
-        store
-            .sessions()
-            .insert(&session("s", "n", "running"))
-            .await
-            .unwrap();
+        running_session(&store, "s").await;
         let frames: Vec<_> = (1..=10)
             .map(|i| output(i, i as i64 * 10, &[b'x'; 100]))
             .collect();

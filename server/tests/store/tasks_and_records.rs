@@ -197,11 +197,7 @@ async fn a_dead_node_s_sessions_are_found_and_close_exactly_once() {
 #[tokio::test]
 async fn the_bytes_in_use_fall_when_a_closed_session_s_history_is_dropped() {
     on_both_backends(async |store, b| {
-        store
-            .sessions()
-            .insert(&session("s", "n", "running"))
-            .await
-            .unwrap();
+        running_session(&store, "s").await;
         let frames: Vec<_> = (1..=200)
             .map(|i| {
                 let noise: Vec<u8> = (0..8192).map(|_| rand::random::<u8>()).collect();
