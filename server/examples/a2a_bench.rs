@@ -2,7 +2,8 @@
 //! same operations on a2a-sdk's own Python server with a trivial agent, side by side in one
 //! run, over HTTP+JSON 1.0; one summary line per figure, with the ratio. Then the same two
 //! operations on ptyhost over gRPC, beside its HTTP+JSON figures (the medians of three
-//! alternating rounds, with the server's CPU time per request), and with
+//! alternating rounds, with the server's CPU time per request; HTTP+JSON both over a
+//! connection per client and over one shared HTTP/2 connection, as one gRPC channel), and with
 //! `PTYHOST_BENCH_POSTGRES_URL` on PostgreSQL, beside SQLite.
 //!
 //!     scripts/bench-a2a.sh            (installs the Python side, builds, runs this)
@@ -31,49 +32,92 @@ struct Target {
     child: tokio::process::Child,
 }
 
-impl Target {
-    fn request(
-        &self,
-        http: &reqwest::Client,
-        method: reqwest::Method,
-        path: &str,
-    ) -> reqwest::RequestBuilder {
-        let req = http
-            .request(method, format!("{}{path}", self.base))
-            .header("A2A-Version", "1.0");
-        match self.token {
-            Some(t) => req.bearer_auth(t),
-            None => req,
-        }
+/// How HTTP+JSON's clients reach a server.
+#[derive(Clone)]
+enum Http {
+    /// reqwest's pool: HTTP/1.1, a connection per concurrent client.
+    Pool(reqwest::Client),
+    /// One HTTP/2 connection (prior knowledge) that every client's requests share, as one
+    /// gRPC channel is shared.
+    OneHttp2(Box<HyperClient>),
+}
+
+type HyperClient =
+    hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, String>;
+
+impl Http {
+    fn pool(concurrency: usize) -> anyhow::Result<Http> {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(concurrency)
+            .build()?;
+        Ok(Http::Pool(client))
     }
 
+    fn one_http2() -> Http {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .http2_only(true)
+                .build_http();
+        Http::OneHttp2(Box::new(client))
+    }
+
+    /// One request; its status and body.
+    async fn call(
+        &self,
+        method: hyper::Method,
+        url: String,
+        token: Option<&str>,
+        body: Option<String>,
+    ) -> anyhow::Result<(hyper::StatusCode, bytes::Bytes)> {
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(url)
+            .header("A2A-Version", "1.0");
+        if let Some(t) = token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        if body.is_some() {
+            req = req.header("Content-Type", "application/json");
+        }
+        let req = req.body(body.unwrap_or_default())?;
+        match self {
+            Http::Pool(client) => {
+                let resp = client.execute(req.try_into()?).await?;
+                Ok((resp.status(), resp.bytes().await?))
+            }
+            Http::OneHttp2(client) => {
+                use http_body_util::BodyExt;
+                let resp = client.request(req).await?;
+                let status = resp.status();
+                Ok((status, resp.into_body().collect().await?.to_bytes()))
+            }
+        }
+    }
+}
+
+impl Target {
     /// SendMessage(returnImmediately); returns the task id.
-    async fn send(&self, http: &reqwest::Client, n: u64) -> anyhow::Result<String> {
+    async fn send(&self, http: &Http, n: u64) -> anyhow::Result<String> {
         let body = json!({
             "message": { "messageId": format!("tck-complete-task-{n}"), "role": "ROLE_USER", "parts": [{ "text": "hi" }] },
             "configuration": { "returnImmediately": true },
         });
-        let resp = self
-            .request(http, reqwest::Method::POST, "/message:send")
-            .header("Content-Type", "application/json")
-            .body(body.to_string())
-            .send()
+        let url = format!("{}/message:send", self.base);
+        let (status, body) = http
+            .call(hyper::Method::POST, url, self.token, Some(body.to_string()))
             .await?;
-        anyhow::ensure!(resp.status().is_success(), "SendMessage: {}", resp.status());
-        let v: Value = resp.json().await?;
+        anyhow::ensure!(status.is_success(), "SendMessage: {status}");
+        let v: Value = serde_json::from_slice(&body)?;
         v["task"]["id"]
             .as_str()
             .map(str::to_owned)
             .ok_or_else(|| anyhow::anyhow!("SendMessage answered no task: {v}"))
     }
 
-    async fn get(&self, http: &reqwest::Client, id: &str) -> anyhow::Result<()> {
-        let resp = self
-            .request(http, reqwest::Method::GET, &format!("/tasks/{id}"))
-            .send()
-            .await?;
-        anyhow::ensure!(resp.status().is_success(), "GetTask: {}", resp.status());
-        resp.bytes().await?;
+    async fn get(&self, http: &Http, id: &str) -> anyhow::Result<()> {
+        let url = format!("{}/tasks/{id}", self.base);
+        let (status, _) = http.call(hyper::Method::GET, url, self.token, None).await?;
+        anyhow::ensure!(status.is_success(), "GetTask: {status}");
         Ok(())
     }
 
@@ -122,11 +166,20 @@ impl Rate {
     }
 }
 
-/// Requests per second of `op` with `concurrency` clients for `secs` (after a 1 s warm-up).
+/// Requests per second of `op` with `concurrency` clients for `secs` (after a 1 s warm-up),
+/// over reqwest's pool.
 async fn rate(target: &Arc<Target>, op: Op, secs: f64, concurrency: usize) -> anyhow::Result<Rate> {
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(concurrency)
-        .build()?;
+    rate_over(Http::pool(concurrency)?, target, op, secs, concurrency).await
+}
+
+/// `rate`, over `http`.
+async fn rate_over(
+    http: Http,
+    target: &Arc<Target>,
+    op: Op,
+    secs: f64,
+    concurrency: usize,
+) -> anyhow::Result<Rate> {
     let task = target.send(&http, 0).await?;
     let done = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
@@ -311,23 +364,30 @@ async fn main() -> anyhow::Result<()> {
             ours / theirs
         );
     }
-    // gRPC beside HTTP+JSON: three rounds each, alternating, medians.
+    // gRPC beside HTTP+JSON: three rounds each, alternating, medians. One gRPC channel is one
+    // HTTP/2 connection, so it is also set beside HTTP+JSON over one HTTP/2 connection: that
+    // tells gRPC's own cost apart from the bound of sharing one connection.
     for (label, op) in [
         ("GetTask", Op::GetTask),
         ("SendMessage(returnImmediately)", Op::SendMessage),
     ] {
-        let mut rounds: [Vec<Rate>; 3] = Default::default();
+        let mut rounds: [Vec<Rate>; 4] = Default::default();
         for _ in 0..3 {
             rounds[0].push(rate(&ptyhost, op, secs, concurrency).await?);
-            for (i, channels) in [(1, Channels::Shared), (2, Channels::PerClient)] {
+            rounds[1].push(rate_over(Http::one_http2(), &ptyhost, op, secs, concurrency).await?);
+            for (i, channels) in [(2, Channels::Shared), (3, Channels::PerClient)] {
                 rounds[i].push(grpc_rate(&ptyhost, op, secs, concurrency, channels).await?);
             }
         }
-        let [http, shared, own] = rounds.map(|r| Rate::median(&r));
-        for (how, grpc) in [("one channel", shared), ("a channel per client", own)] {
+        let [pool, one_h2, shared, own] = rounds.map(|r| Rate::median(&r));
+        for (grpc_how, grpc, http_how, http) in [
+            ("one channel", shared, "a connection per client", pool),
+            ("one channel", shared, "one HTTP/2 connection", one_h2),
+            ("a channel per client", own, "a connection per client", pool),
+        ] {
             println!(
-                "ptyhost {label} req/s: gRPC ({how}) {:.0}, HTTP+JSON {:.0}, ratio {:.2}; \
-                 server CPU per request: gRPC {:.0} µs, HTTP+JSON {:.0} µs, ratio {:.2}",
+                "ptyhost {label} req/s: gRPC ({grpc_how}) {:.0}, HTTP+JSON ({http_how}) {:.0}, \
+                 ratio {:.2}; server CPU per request: gRPC {:.0} µs, HTTP+JSON {:.0} µs, ratio {:.2}",
                 grpc.per_sec,
                 http.per_sec,
                 grpc.per_sec / http.per_sec,
