@@ -21,7 +21,9 @@ import time
 
 from websockets.asyncio.client import connect
 
-# ROUNDS in the environment makes a longer loop, to profile a server under it.
+# ROUNDS in the environment makes a longer loop, to profile a server under it. Beyond about
+# 4,000 round trips, start that server with a higher --rate-limit-frames: a token's default
+# budget (2,000 frames a second, 4,000 at once) would stall the loop.
 ROUNDS = int(os.environ.get("ROUNDS", "500"))
 
 
