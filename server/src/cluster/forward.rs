@@ -12,7 +12,6 @@ use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::{FORWARD_HEADER, Node};
 use crate::auth::{AuthError, Principal};
-use crate::websocket as socket;
 
 /// The header with the principal the forwarding node authenticated.
 pub const PRINCIPAL_HEADER: &str = "x-ptyhost-principal";
@@ -157,7 +156,7 @@ where
                         // The owner's answering close goes back to the client.
                         while let Some(Ok(m)) = owner.next().await {
                             let close = matches!(m, Message::Close(_));
-                            let _ = socket::send(client, m).await;
+                            let _ = client.send(m).await;
                             if close {
                                 break;
                             }
@@ -179,8 +178,7 @@ where
                         _ => return Ended::OwnerLost,
                     };
                     let close = matches!(m, Message::Close(_));
-                    // A large frame goes to the client in fragments, as it would from here.
-                    if socket::feed(client, m).await.is_err() {
+                    if client.feed(m).await.is_err() {
                         let _ = owner.send(Message::Close(None)).await;
                         return Ended::ClientLost;
                     }

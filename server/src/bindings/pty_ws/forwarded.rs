@@ -13,7 +13,7 @@ use crate::cluster::forward::{self, Ended, OwnerSocket};
 use crate::sessions::is_task_update;
 use crate::state::AppState;
 use crate::store::FrameBody;
-use crate::websocket::{self as socket, Socket};
+use crate::websocket::Socket;
 
 /// Relays the client's socket to the owner's; when the owner's node is lost, waits for a
 /// surviving node to close the session and ends the client's connection with its last
@@ -45,10 +45,7 @@ async fn goodbye(client: &mut Socket, reason: &str) {
             reason: reason.into(),
         }),
     );
-    if socket::send(client, Message::Text(goodbye.into()))
-        .await
-        .is_ok()
-    {
+    if client.send(Message::Text(goodbye.into())).await.is_ok() {
         let _ = client.send(close(1000, reason)).await;
     }
 }
@@ -72,9 +69,7 @@ async fn finish_lost(mut client: Socket, state: &AppState, sid: &str, within: Du
         for f in frames.into_iter().filter(|f| !is_task_update(f)) {
             if let FrameBody::Envelope { text, .. } = f.body
                 && let Ok(text) = text.try_into()
-                && socket::send(&mut client, Message::Text(text))
-                    .await
-                    .is_err()
+                && client.send(Message::Text(text)).await.is_err()
             {
                 return;
             }

@@ -1,5 +1,5 @@
-//! How frames reach the client: whole or in fragments, with a deadline, in the
-//! connection's dialect; and how the socket closes.
+//! How frames reach the client: with a deadline, in the connection's dialect; and how the
+//! socket closes.
 
 use std::time::Duration;
 use wire::server::{Goodbye, ServerOp};
@@ -14,7 +14,6 @@ use wire::ErrorCode;
 use super::{Admit, Connection, Ended, Sink, Stream};
 use crate::bindings::pty_ws::executor::Dialect;
 use crate::bindings::pty_ws::{MAX_FRAME_BYTES, error_frame, executor, server_frame};
-use crate::websocket as socket;
 
 impl Connection {
     /// A final `Error` frame, then the close code.
@@ -39,9 +38,9 @@ impl Connection {
         Admit::Stop
     }
 
-    /// Sends a message whole, with a deadline: a peer that takes longer than the heartbeat
-    /// timeout to take one frame is treated as gone. PTY output goes this way: a viewer
-    /// that keeps up with a flood takes it in large frames.
+    /// Sends a message, with a deadline: a peer that takes longer than the heartbeat
+    /// timeout to take one frame is treated as gone. A viewer that keeps up with a flood
+    /// takes it in large frames.
     pub(super) async fn send_message(&self, sink: &mut Sink, msg: Message) -> Result<(), Ended> {
         match tokio::time::timeout(self.state.heartbeat_timeout, sink.send(msg)).await {
             Ok(Ok(())) => Ok(()),
@@ -49,8 +48,8 @@ impl Connection {
         }
     }
 
-    /// Sends any other frame, a large one (a membership list, a keyframe, a replay page)
-    /// in fragments, so an idle viewer's write buffer stays small; same deadline.
+    /// Sends any other frame (a membership list, a keyframe, a replay page) in the
+    /// connection's dialect; same deadline.
     pub(super) async fn send_frame(&self, sink: &mut Sink, json: Utf8Bytes) -> Result<(), Ended> {
         let json = match self.dialect {
             Dialect::Spec => json,
@@ -59,11 +58,7 @@ impl Connection {
                 None => return Ok(()),
             },
         };
-        let sent = socket::send(sink, Message::Text(json));
-        match tokio::time::timeout(self.state.heartbeat_timeout, sent).await {
-            Ok(Ok(())) => Ok(()),
-            _ => Err(Ended),
-        }
+        self.send_message(sink, Message::Text(json)).await
     }
 
     pub(super) async fn send(&self, sink: &mut Sink, text: String) -> Result<(), Ended> {
