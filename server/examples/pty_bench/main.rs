@@ -5,7 +5,8 @@
 //!   against the bare WebSocket ↔ PTY relay (`pty_relay`) and a raw PTY;
 //! - a flood to one viewer (JSON, binary, the agentic-sandbox executor's shape), from the
 //!   Rust client against a raw PTY read (seven rounds) and from the Python client against
-//!   Python's own raw PTY read (three rounds), with the server's CPU per MiB;
+//!   Python's own raw PTY read and the bare relay (three rounds), with the server's CPU per
+//!   MiB;
 //! - a flood to many binary observers: server CPU, who got every byte, who was re-keyed,
 //!   and whether each ended on the session's final screen;
 //! - observers joining one after another and all at once, from the upgrade to the keyframe;
@@ -213,12 +214,15 @@ async fn main() -> anyhow::Result<()> {
     // The same flood to one viewer from the Python client, against Python's raw PTY read.
     if let Some(python) = &python {
         let path = file.to_str().unwrap_or_default();
+        let relay = Relay::start(&format!("cat {path}")).await?;
         let mut ratios = [Vec::new(), Vec::new()];
-        let mut raws = Vec::new();
+        let (mut raws, mut relayed) = (Vec::new(), Vec::new());
         for _ in 0..PYTHON_ROUNDS {
             let r = python_client(python, &["raw-flood", path]).await?;
             let raw = r[0] / r[1];
             raws.push(raw);
+            let r = python_client(python, &["flood", &relay.url]).await?;
+            relayed.push(r[0] / r[1] / raw);
             for (i, subprotocol) in ["pty-ws.v1.binary", "pty-ws.v1"].into_iter().enumerate() {
                 let sid = create(flood.session(1)).await?;
                 let url = attach_url(&addr, &sid);
@@ -227,14 +231,20 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         let raw = median(&mut raws);
+        let (low, high) = spread(&relayed);
+        let relayed = median(&mut relayed);
         for (i, subprotocol) in ["pty-ws.v1.binary", "pty-ws.v1"].into_iter().enumerate() {
             let (low, high) = spread(&ratios[i]);
             let ratio = median(&mut ratios[i]);
             println!(
-                "flood (Python client): one {subprotocol} viewer at {ratio:.2}x Python's raw PTY read of {:.1} MiB/s (goal >= 0.9; the median of {PYTHON_ROUNDS} rounds, {low:.2}..{high:.2})",
-                raw / 1048576.0
+                "flood (Python client): one {subprotocol} viewer at {ratio:.2}x Python's raw PTY read of {:.1} MiB/s (goal >= 0.9; the median of {PYTHON_ROUNDS} rounds, {low:.2}..{high:.2}), {:.2}x the bare relay's",
+                raw / 1048576.0,
+                ratio / relayed
             );
         }
+        println!(
+            "flood (Python client): the bare relay at {relayed:.2}x Python's raw PTY read (the median of {PYTHON_ROUNDS} rounds, {low:.2}..{high:.2})"
+        );
     }
 
     // Flood to many binary observers at once, in rounds: a round's CPU share moves with
