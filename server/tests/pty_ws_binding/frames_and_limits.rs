@@ -419,6 +419,60 @@ async fn a_slow_viewer_without_acks_skips_stale_output_for_a_keyframe_and_is_not
 }
 
 #[tokio::test]
+async fn a_viewer_still_behind_when_the_session_ends_gets_every_byte_before_closed() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let s = TestServer::start(&["--heartbeat-interval", "1", "--heartbeat-timeout", "20"]).await;
+    let lines = 200_000;
+    let sid = s
+        .command_session(&format!("sleep 0.5; seq 1 {lines}; sleep 0.5"))
+        .await;
+    // A small receive buffer: what the viewer has not read waits on the server.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    let tcp = socket.connect(s.addr.parse().unwrap()).await.unwrap();
+    let mut req = s.ws_url(&sid).into_client_request().unwrap();
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        bearer_protocols(ADMIN).parse().unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::client_async(req, tcp).await.unwrap();
+    let join = json!({ "op": "pty.join_session", "id": "j", "ts": "2026-12-06T00:00:00Z",
+        "payload": { "role": "observer" } });
+    ws.send(Message::Text(join.to_string().into()))
+        .await
+        .unwrap();
+    // The viewer reads nothing until the session has ended, by which time the output it
+    // is behind on has waited longer than the connection lets live output wait.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (mut bytes, mut lagged, mut keyframe_after) = (0, false, false);
+    loop {
+        let next = tokio::time::timeout(WAIT, ws.next()).await.expect("frames");
+        let f: Value = match next {
+            Some(Ok(Message::Text(t))) => serde_json::from_str(&t).unwrap(),
+            Some(Ok(_)) => continue,
+            other => panic!("the connection ended before Closed: {other:?}"),
+        };
+        match kind(&f) {
+            "Output" => bytes += output_bytes(&f).len(),
+            "Error" if is_lagged(&f) => lagged = true,
+            "Keyframe" if lagged => keyframe_after = true,
+            "Closed" => break,
+            _ => {}
+        }
+    }
+    // Each line as the terminal prints it: its digits, CR, LF. A viewer gets them all,
+    // or (when even its queue in the session filled up) is told it lagged and gets the
+    // last screen.
+    let printed: usize = (1..=lines).map(|i: u32| i.to_string().len() + 2).sum();
+    assert!(
+        (bytes == printed && !lagged) || (lagged && keyframe_after),
+        "{bytes} of {printed} bytes, lagged {lagged}, keyframe after it {keyframe_after}"
+    );
+}
+
+#[tokio::test]
 async fn a_session_takes_a_bounded_number_of_connections() {
     let s = TestServer::start(&["--max-connections-per-session", "2"]).await;
     let sid = cat_session(&s).await;

@@ -266,47 +266,22 @@ impl Connection {
                 biased;
                 out = next_outbound(&mut self.member) => {
                     let reason = match out {
-                        Some(Outbound::Frame(json)) => {
-                            if self.send_bytes(sink, json).await.is_err() {
-                                return;
-                            }
-                            last_sent = Instant::now();
-                            continue;
-                        }
-                        Some(Outbound::Output { queued, .. }) if queued.elapsed() > MAX_LAG => {
-                            match self.skip_stale(sink).await {
+                        Some(stale @ Outbound::Output { queued, .. }) if queued.elapsed() > MAX_LAG => {
+                            match self.skip_stale(sink, stale).await {
                                 Ok(None) => continue,
                                 Ok(Some(reason)) => reason,
                                 Err(Ended) => return,
                             }
                         }
-                        // Output comes encoded for this connection (`OutputEncoding`).
-                        Some(Outbound::Output { frame, binary, .. }) => {
-                            let sent = match binary {
-                                true => self.send_message(sink, Message::Binary(frame)).await,
-                                false => match Utf8Bytes::try_from(frame) {
-                                    Ok(text) => self.send_message(sink, Message::Text(text)).await,
-                                    Err(_) => Err(Ended),
-                                },
-                            };
-                            if sent.is_err() {
-                                return;
-                            }
-                            last_sent = Instant::now();
-                            continue;
-                        }
-                        Some(Outbound::Membership(slot)) => {
-                            let json = slot.lock().unwrap().take();
-                            if let Some(json) = json
-                                && self.send_bytes(sink, json).await.is_err()
-                            {
-                                return;
-                            }
-                            last_sent = Instant::now();
-                            continue;
-                        }
                         Some(Outbound::Goodbye(reason)) => reason,
                         None => "session_closed",
+                        Some(out) => {
+                            if self.deliver(sink, out).await.is_err() {
+                                return;
+                            }
+                            last_sent = Instant::now();
+                            continue;
+                        }
                     };
                     self.goodbye(sink, reason).await;
                     return;
@@ -378,38 +353,71 @@ impl Connection {
         }
     }
 
-    /// Drops the output waiting in the member's queue and sends the frames among it that
-    /// are not output (membership, roles, sizes) in order; then asks the session for
-    /// `PTY_OUTPUT_LAGGED` and a keyframe. Returns the goodbye reason if one was queued.
-    async fn skip_stale(&mut self, sink: &mut Sink) -> Result<Option<&'static str>, Ended> {
+    /// Sends one queued frame: output as this connection takes it (`OutputEncoding`), a
+    /// session frame, or the newest membership list.
+    async fn deliver(&self, sink: &mut Sink, out: Outbound) -> Result<(), Ended> {
+        match out {
+            Outbound::Frame(json) => self.send_bytes(sink, json).await,
+            Outbound::Output {
+                frame,
+                binary: true,
+                ..
+            } => self.send_message(sink, Message::Binary(frame)).await,
+            Outbound::Output { frame, .. } => {
+                let text = Utf8Bytes::try_from(frame).map_err(|_| Ended)?;
+                self.send_message(sink, Message::Text(text)).await
+            }
+            Outbound::Membership(slot) => {
+                let json = slot.lock().unwrap().take();
+                match json {
+                    Some(json) => self.send_bytes(sink, json).await,
+                    None => Ok(()),
+                }
+            }
+            Outbound::Goodbye(_) => Ok(()),
+        }
+    }
+
+    /// Drops `stale` output and the output queued behind it, sends the frames among it
+    /// that are not output (membership, roles, sizes) in order, then asks the session for
+    /// `PTY_OUTPUT_LAGGED` and a keyframe. When the session has ended meanwhile (its
+    /// goodbye is queued), there is no live screen to catch up with and no session to ask:
+    /// the viewer gets everything it was behind on, every byte, then the goodbye, whose
+    /// reason this returns.
+    async fn skip_stale(
+        &mut self,
+        sink: &mut Sink,
+        stale: Outbound,
+    ) -> Result<Option<&'static str>, Ended> {
         let Some(member) = self.member.as_mut() else {
             return Ok(None);
         };
-        let mut kept = Vec::new();
+        let mut queued = vec![stale];
         let mut goodbye = None;
-        let mut skipped = 1usize;
         while let Ok(out) = member.out.try_recv() {
-            match out {
-                Outbound::Output { .. } => skipped += 1,
-                Outbound::Frame(json) => kept.push(json),
-                Outbound::Membership(slot) => kept.extend(slot.lock().unwrap().take()),
-                Outbound::Goodbye(reason) => {
-                    goodbye = Some(reason);
-                    break;
-                }
+            if let Outbound::Goodbye(reason) = out {
+                goodbye = Some(reason);
+                break;
             }
+            queued.push(out);
         }
-        tracing::debug!(skipped, "a slow viewer skips stale output");
         let (client_id, handle) = (member.client_id.clone(), member.guard.handle.clone());
-        for json in kept {
-            self.send_bytes(sink, json).await?;
+        if goodbye.is_some() {
+            for out in queued {
+                self.deliver(sink, out).await?;
+            }
+            return Ok(goodbye);
         }
-        if goodbye.is_none() {
-            handle
-                .tell(SessionCommand::Resync(ClientId(client_id)))
-                .await;
+        let (skipped, kept): (Vec<_>, Vec<_>) =
+            (queued.into_iter()).partition(|out| matches!(out, Outbound::Output { .. }));
+        tracing::debug!(skipped = skipped.len(), "a slow viewer skips stale output");
+        for out in kept {
+            self.deliver(sink, out).await?;
         }
-        Ok(goodbye)
+        handle
+            .tell(SessionCommand::Resync(ClientId(client_id)))
+            .await;
+        Ok(None)
     }
 
     fn next(&self, sent: Result<(), Ended>) -> Next {
