@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
-use wire::{CloseReason, SessionFrame};
+use wire::{CloseReason, PtyErrorCode, SessionFrame};
 
 use super::backlog::Persist;
 use super::{Actor, FAREWELL_WAIT};
@@ -48,6 +48,7 @@ impl Actor {
             None if exit.code.is_some() => CloseReason::Normal,
             None => CloseReason::Killed,
         };
+        let behind = self.behind_notice();
         let keyframe = self.keyframe_frame();
         let keyframe = self.broadcast(keyframe, None);
         let closed = self.broadcast(
@@ -63,7 +64,7 @@ impl Actor {
         } else {
             "session_closed"
         };
-        self.farewell(&[keyframe, closed], goodbye);
+        self.farewell(behind, &[keyframe, closed], goodbye);
         self.publish_status();
         let (done, flushed) = oneshot::channel();
         self.sequences.send(Persist::Close {
@@ -81,13 +82,29 @@ impl Actor {
 }
 
 impl Actor {
+    /// `PTY_OUTPUT_LAGGED` for the members that fell behind, or whose queue is too full
+    /// to take the last frames: numbered before them, so that it reaches those members
+    /// first. None while every member keeps up.
+    fn behind_notice(&mut self) -> Option<Bytes> {
+        let behind = (self.members.iter()).any(|m| m.lagged || m.out.capacity() == 0);
+        behind.then(|| {
+            self.personal(SessionFrame::Error {
+                code: PtyErrorCode::PtyOutputLagged,
+                message: "this viewer fell behind; the session's last screen follows".into(),
+            })
+        })
+    }
+
     /// Says goodbye to every member. One that fell behind (its queue was full for the
-    /// last frames) first gets `last` — the final keyframe and `Closed` — waiting for room
-    /// in its queue, so no viewer misses how the session ended.
-    fn farewell(&mut self, last: &[Bytes], goodbye: &'static str) {
+    /// last frames) first gets `behind` (`PTY_OUTPUT_LAGGED`) and `last` — the final
+    /// keyframe and `Closed` — waiting for room in its queue, so no viewer misses how the
+    /// session ended, nor that it missed output before it.
+    fn farewell(&mut self, behind: Option<Bytes>, last: &[Bytes], goodbye: &'static str) {
         for m in self.members.drain() {
             let mut tail: Vec<Outbound> = if m.lagged {
-                last.iter().cloned().map(Outbound::Frame).collect()
+                (behind.iter().chain(last).cloned())
+                    .map(Outbound::Frame)
+                    .collect()
             } else {
                 Vec::new()
             };
@@ -109,9 +126,10 @@ impl Actor {
     /// ptyhost stops, the managed program goes on: a keyframe for the next process to
     /// rebuild from, goodbyes, every frame persisted, and no `Closed`.
     async fn detach(mut self) {
+        let behind = self.behind_notice();
         let keyframe = self.keyframe_frame();
         let keyframe = self.broadcast(keyframe, None);
-        self.farewell(&[keyframe], "server_shutdown");
+        self.farewell(behind, &[keyframe], "server_shutdown");
         let (done, flushed) = oneshot::channel();
         self.sequences.send(Persist::Flush(done));
         let _ = flushed.await;
