@@ -352,28 +352,39 @@ async fn a_flood_that_never_stops_still_reads_its_4429() {
     assert_eq!(code, Some(4429));
 }
 
-#[tokio::test]
-async fn a_slow_viewer_without_acks_skips_stale_output_for_a_keyframe_and_is_not_reaped() {
-    use futures_util::{SinkExt, StreamExt};
+/// An observer of `sid` with a small receive buffer, joined: what it has not read waits
+/// on the server.
+async fn slow_observer(
+    s: &TestServer,
+    sid: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio::net::TcpStream> {
+    use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let s = TestServer::start(&["--heartbeat-interval", "0.5", "--heartbeat-timeout", "1.5"]).await;
-    let sid = s.command_session("yes slow-viewer-line").await;
-    // A small receive buffer: what the viewer has not read waits on the server.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(16 * 1024).unwrap();
     let tcp = socket.connect(s.addr.parse().unwrap()).await.unwrap();
-    let mut req = s.ws_url(&sid).into_client_request().unwrap();
+    let mut req = s.ws_url(sid).into_client_request().unwrap();
     req.headers_mut().insert(
         "Sec-WebSocket-Protocol",
         bearer_protocols(ADMIN).parse().unwrap(),
     );
     let (mut ws, _) = tokio_tungstenite::client_async(req, tcp).await.unwrap();
-    let join = json!({ "op": "pty.join_session", "id": "j", "ts": "2026-12-01T00:00:00Z",
+    let join = json!({ "op": "pty.join_session", "id": "j", "ts": "2026-12-06T00:00:00Z",
         "payload": { "role": "observer" } });
     ws.send(Message::Text(join.to_string().into()))
         .await
         .unwrap();
+    ws
+}
+
+#[tokio::test]
+async fn a_slow_viewer_without_acks_skips_stale_output_for_a_keyframe_and_is_not_reaped() {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let s = TestServer::start(&["--heartbeat-interval", "0.5", "--heartbeat-timeout", "1.5"]).await;
+    let sid = s.command_session("yes slow-viewer-line").await;
+    let mut ws = slow_observer(&s, &sid).await;
 
     let (mut lagged, mut keyframe_after) = (false, false);
     let mut latest_lateness = Duration::ZERO;
@@ -420,29 +431,14 @@ async fn a_slow_viewer_without_acks_skips_stale_output_for_a_keyframe_and_is_not
 
 #[tokio::test]
 async fn a_viewer_still_behind_when_the_session_ends_gets_every_byte_before_closed() {
-    use futures_util::{SinkExt, StreamExt};
+    use futures_util::StreamExt;
     use tokio_tungstenite::tungstenite::Message;
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let s = TestServer::start(&["--heartbeat-interval", "1", "--heartbeat-timeout", "20"]).await;
     let lines = 200_000;
     let sid = s
         .command_session(&format!("sleep 0.5; seq 1 {lines}; sleep 0.5"))
         .await;
-    // A small receive buffer: what the viewer has not read waits on the server.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(16 * 1024).unwrap();
-    let tcp = socket.connect(s.addr.parse().unwrap()).await.unwrap();
-    let mut req = s.ws_url(&sid).into_client_request().unwrap();
-    req.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        bearer_protocols(ADMIN).parse().unwrap(),
-    );
-    let (mut ws, _) = tokio_tungstenite::client_async(req, tcp).await.unwrap();
-    let join = json!({ "op": "pty.join_session", "id": "j", "ts": "2026-12-06T00:00:00Z",
-        "payload": { "role": "observer" } });
-    ws.send(Message::Text(join.to_string().into()))
-        .await
-        .unwrap();
+    let mut ws = slow_observer(&s, &sid).await;
     // The viewer reads nothing until the session has ended, by which time the output it
     // is behind on has waited longer than the connection lets live output wait.
     tokio::time::sleep(Duration::from_secs(4)).await;
