@@ -34,7 +34,7 @@ pub struct Socket<S> {
     ws: WebSocketStream<Io<S>>,
     /// A large message `start_send` took, handed to `Io` once the library's queue is out.
     queued: Option<Direct>,
-    /// A Close was sent: no data may follow it.
+    /// A Close was sent, or received (the library answers it): no data may follow it.
     closing: bool,
 }
 
@@ -110,7 +110,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Stream for Socket<S> {
     type Item = Result<Message, Error>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        Pin::new(&mut self.get_mut().ws).poll_next(cx)
+        let this = self.get_mut();
+        let next = ready!(Pin::new(&mut this.ws).poll_next(cx));
+        this.closing |= matches!(next, Some(Ok(Message::Close(_))));
+        Poll::Ready(next)
     }
 }
 

@@ -58,6 +58,23 @@ async fn large_and_small_messages_arrive_whole_and_in_order_through_a_narrow_pip
 }
 
 #[tokio::test]
+async fn no_large_message_follows_the_answer_to_a_clients_close() {
+    let (mut server, mut client) = pair(64 * 1024).await;
+    client.send(Message::Close(None)).await.unwrap();
+    assert!(matches!(server.next().await, Some(Ok(Message::Close(_)))));
+    let after = server.send(Message::Binary(pattern(DIRECT_BYTES))).await;
+    assert!(matches!(
+        after,
+        Err(Error::Protocol(ProtocolError::SendAfterClosing))
+    ));
+    // The client sees the answering Close and nothing after it.
+    server.flush().await.unwrap();
+    assert!(matches!(client.next().await, Some(Ok(Message::Close(_)))));
+    drop(server);
+    assert!(client.next().await.is_none());
+}
+
+#[tokio::test]
 async fn a_pong_answered_while_a_large_frame_is_half_written_follows_that_frame() {
     let (server, mut client) = pair(1024).await;
     let (mut sink, mut stream) = server.split();
