@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
-use wire::{CloseReason, PtyErrorCode, SessionFrame};
+use wire::{CloseReason, SessionFrame};
 
 use super::backlog::Persist;
 use super::{Actor, FAREWELL_WAIT};
@@ -87,12 +87,7 @@ impl Actor {
     /// first. None while every member keeps up.
     fn behind_notice(&mut self) -> Option<Bytes> {
         let behind = (self.members.iter()).any(|m| m.lagged || m.out.capacity() == 0);
-        behind.then(|| {
-            self.personal(SessionFrame::Error {
-                code: PtyErrorCode::PtyOutputLagged,
-                message: "this viewer fell behind; the session's last screen follows".into(),
-            })
-        })
+        behind.then(|| self.lagged_notice())
     }
 
     /// Says goodbye to every member. One that fell behind (its queue was full for the

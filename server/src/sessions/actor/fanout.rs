@@ -147,11 +147,7 @@ impl Actor {
         let frames = match &self.rekey {
             Some(frames) => frames.clone(),
             None => {
-                let lagged = self.personal(SessionFrame::Error {
-                    code: PtyErrorCode::PtyOutputLagged,
-                    message: "this viewer fell behind; continuing from a keyframe".into(),
-                });
-                let frames = [lagged, self.personal_keyframe()];
+                let frames = [self.lagged_notice(), self.personal_keyframe()];
                 self.rekey = Some(frames.clone());
                 frames
             }
@@ -226,6 +222,14 @@ impl Actor {
             snapshot_rows: rows,
             anchor_sequence: self.sequences.current(),
         }
+    }
+
+    /// `PTY_OUTPUT_LAGGED`, for a member that missed output: a keyframe follows it.
+    pub(super) fn lagged_notice(&mut self) -> Bytes {
+        self.personal(SessionFrame::Error {
+            code: PtyErrorCode::PtyOutputLagged,
+            message: "this viewer fell behind; continuing from a keyframe".into(),
+        })
     }
 
     pub(super) fn personal_keyframe(&mut self) -> Bytes {
