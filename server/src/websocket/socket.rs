@@ -27,7 +27,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error, Message};
 
 /// Text and binary messages this large or larger are written from their own bytes.
-pub const DIRECT_BYTES: usize = 4 * 1024;
+const DIRECT_BYTES: usize = 4 * 1024;
 
 /// A server-side WebSocket over `S` (the upgraded connection).
 pub struct Socket<S> {
