@@ -3,8 +3,9 @@
 //! run, over HTTP+JSON 1.0; one summary line per figure, with the ratio. Then the same two
 //! operations on ptyhost over gRPC, beside its HTTP+JSON figures (the medians of three
 //! alternating rounds, with the server's CPU time per request; HTTP+JSON both over a
-//! connection per client and over one shared HTTP/2 connection, as one gRPC channel), and with
-//! `PTYHOST_BENCH_POSTGRES_URL` on PostgreSQL, beside SQLite.
+//! connection per client and over one shared HTTP/2 connection, as one gRPC channel; gRPC over
+//! tonic's channels, and over bare h2 connections that send a call in one write, as the C-core
+//! and Go clients do), and with `PTYHOST_BENCH_POSTGRES_URL` on PostgreSQL, beside SQLite.
 //!
 //!     scripts/bench-a2a.sh            (installs the Python side, builds, runs this)
 //!     cargo run --release -p server --example a2a_bench -- PYTHON [PTYHOST_BIN] [SECS] [CONCURRENCY]
@@ -216,21 +217,88 @@ async fn rate_over(
     Ok(rate)
 }
 
-/// One gRPC call of `method` with `request` (encoded by prost, as a gRPC client's
-/// generated stubs encode it); the answer's bytes, undecoded (as `get` takes HTTP's body).
-async fn grpc_call(
+/// A gRPC client's connection to the server.
+#[derive(Clone)]
+enum GrpcClient {
+    /// tonic's channel: hyper's HTTP/2 client, which writes a request's HEADERS frame and
+    /// its DATA in two writes, so the server receives two segments per call.
+    Tonic(tonic::transport::Channel),
+    /// A bare h2 connection that queues a call's HEADERS and its one DATA frame (with
+    /// END_STREAM) together, so they leave in one write, as the C-core and Go clients send
+    /// a unary call and as HTTP+JSON's clients send a request.
+    OneWrite(h2::client::SendRequest<bytes::Bytes>),
+}
+
+impl GrpcClient {
+    async fn connect(base: &str, one_write: bool) -> anyhow::Result<GrpcClient> {
+        if !one_write {
+            let endpoint = tonic::transport::Endpoint::from_shared(base.to_owned())?;
+            return Ok(GrpcClient::Tonic(endpoint.connect().await?));
+        }
+        let tcp = tokio::net::TcpStream::connect(base.trim_start_matches("http://")).await?;
+        tcp.set_nodelay(true)?;
+        let (send, connection) = h2::client::handshake(tcp).await?;
+        tokio::spawn(connection);
+        Ok(GrpcClient::OneWrite(send))
+    }
+
+    /// One call of `method` with `request` (encoded by prost, as a gRPC client's generated
+    /// stubs encode it); the answer's bytes, undecoded (as `get` takes HTTP's body).
+    async fn call(
+        &self,
+        base: &str,
+        method: &str,
+        request: impl prost::Message,
+    ) -> anyhow::Result<bytes::Bytes> {
+        let message = bytes::Bytes::from(request.encode_to_vec());
+        let path = format!("/lf.a2a.v1.A2AService/{method}");
+        let send = match self {
+            GrpcClient::Tonic(channel) => return tonic_call(channel, &path, message).await,
+            GrpcClient::OneWrite(send) => send.clone(),
+        };
+        let req = axum::http::Request::post(format!("{base}{path}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .body(())?;
+        let mut framed = Vec::with_capacity(5 + message.len());
+        framed.push(0);
+        framed.extend_from_slice(&u32::try_from(message.len())?.to_be_bytes());
+        framed.extend_from_slice(&message);
+        let mut send = send.ready().await?;
+        let (answer, mut body) = send.send_request(req, false)?;
+        body.send_data(framed.into(), true)?;
+        let mut answer = answer.await?.into_body();
+        let mut data = Vec::new();
+        while let Some(chunk) = answer.data().await {
+            let chunk = chunk?;
+            answer.flow_control().release_capacity(chunk.len())?;
+            data.extend_from_slice(&chunk);
+        }
+        let trailers = answer.trailers().await?.unwrap_or_default();
+        let status = trailers.get("grpc-status").map(|v| v.as_bytes());
+        anyhow::ensure!(status == Some(b"0"), "{method}: grpc-status {status:?}");
+        anyhow::ensure!(
+            data.len() >= 5,
+            "{method}: a message too short to be framed"
+        );
+        Ok(bytes::Bytes::from(data).slice(5..))
+    }
+}
+
+/// One call over tonic's channel, through its raw codec.
+async fn tonic_call(
     channel: &tonic::transport::Channel,
-    method: &str,
-    request: impl prost::Message,
+    path: &str,
+    message: bytes::Bytes,
 ) -> anyhow::Result<bytes::Bytes> {
-    let mut req = tonic::Request::new(bytes::Bytes::from(request.encode_to_vec()));
+    let mut req = tonic::Request::new(message);
     req.metadata_mut()
         .insert("authorization", format!("Bearer {TOKEN}").parse()?);
     let mut grpc = tonic::client::Grpc::new(channel.clone());
     grpc.ready().await?;
-    let path = format!("/lf.a2a.v1.A2AService/{method}").parse()?;
     let answer = grpc
-        .unary(req, path, server::bindings::grpc::RawCodec)
+        .unary(req, path.parse()?, server::bindings::grpc::RawCodec)
         .await?;
     Ok(answer.into_inner())
 }
@@ -244,6 +312,8 @@ enum Channels {
     /// One HTTP/2 connection per client, as HTTP+JSON's clients need for their
     /// requests to be concurrent.
     PerClient,
+    /// One bare h2 connection per client, each call sent in one write (`OneWrite`).
+    PerClientOneWrite,
 }
 
 /// Requests per second of `op` over gRPC to ptyhost, as `rate` measures them:
@@ -257,7 +327,8 @@ async fn grpc_rate(
 ) -> anyhow::Result<Rate> {
     use prost::Message as _;
     use server::bindings::grpc::pb;
-    let endpoint = tonic::transport::Endpoint::from_shared(target.base.clone())?;
+    let one_write = matches!(channels, Channels::PerClientOneWrite);
+    let base = target.base.as_str();
     let send = |n: u64| pb::SendMessageRequest {
         message: Some(pb::Message {
             message_id: format!("tck-complete-task-g{n}"),
@@ -274,8 +345,8 @@ async fn grpc_rate(
         }),
         ..Default::default()
     };
-    let first = endpoint.connect().await?;
-    let sent = pb::SendMessageResponse::decode(grpc_call(&first, "SendMessage", send(0)).await?)?;
+    let first = GrpcClient::connect(base, one_write).await?;
+    let sent = pb::SendMessageResponse::decode(first.call(base, "SendMessage", send(0)).await?)?;
     let task = match sent.payload {
         Some(pb::send_message_response::Payload::Task(t)) => t.id,
         _ => anyhow::bail!("SendMessage answered no task"),
@@ -287,9 +358,12 @@ async fn grpc_rate(
     for w in 0..concurrency {
         let channel = match channels {
             Channels::Shared => first.clone(),
-            Channels::PerClient => endpoint.connect().await?,
+            Channels::PerClient | Channels::PerClientOneWrite => {
+                GrpcClient::connect(base, one_write).await?
+            }
         };
         let (task, done, measuring) = (task.clone(), done.clone(), measuring.clone());
+        let base = target.base.clone();
         workers.push(tokio::spawn(async move {
             let mut n = (w as u64) << 32;
             while Instant::now() < stop {
@@ -299,8 +373,8 @@ async fn grpc_rate(
                     ..Default::default()
                 };
                 match op {
-                    Op::GetTask => grpc_call(&channel, "GetTask", get()).await?,
-                    Op::SendMessage => grpc_call(&channel, "SendMessage", send(n)).await?,
+                    Op::GetTask => channel.call(&base, "GetTask", get()).await?,
+                    Op::SendMessage => channel.call(&base, "SendMessage", send(n)).await?,
                 };
                 if measuring.load(Ordering::Relaxed) {
                     done.fetch_add(1, Ordering::Relaxed);
@@ -371,19 +445,29 @@ async fn main() -> anyhow::Result<()> {
         ("GetTask", Op::GetTask),
         ("SendMessage(returnImmediately)", Op::SendMessage),
     ] {
-        let mut rounds: [Vec<Rate>; 4] = Default::default();
+        let mut rounds: [Vec<Rate>; 5] = Default::default();
         for _ in 0..3 {
             rounds[0].push(rate(&ptyhost, op, secs, concurrency).await?);
             rounds[1].push(rate_over(Http::one_http2(), &ptyhost, op, secs, concurrency).await?);
-            for (i, channels) in [(2, Channels::Shared), (3, Channels::PerClient)] {
+            for (i, channels) in [
+                (2, Channels::Shared),
+                (3, Channels::PerClient),
+                (4, Channels::PerClientOneWrite),
+            ] {
                 rounds[i].push(grpc_rate(&ptyhost, op, secs, concurrency, channels).await?);
             }
         }
-        let [pool, one_h2, shared, own] = rounds.map(|r| Rate::median(&r));
+        let [pool, one_h2, shared, own, one_write] = rounds.map(|r| Rate::median(&r));
         for (grpc_how, grpc, http_how, http) in [
             ("one channel", shared, "a connection per client", pool),
             ("one channel", shared, "one HTTP/2 connection", one_h2),
             ("a channel per client", own, "a connection per client", pool),
+            (
+                "a connection per client, a call in one write",
+                one_write,
+                "a connection per client",
+                pool,
+            ),
         ] {
             println!(
                 "ptyhost {label} req/s: gRPC ({grpc_how}) {:.0}, HTTP+JSON ({http_how}) {:.0}, \
