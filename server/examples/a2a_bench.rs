@@ -226,7 +226,10 @@ enum GrpcClient {
     /// A bare h2 connection that queues a call's HEADERS and its one DATA frame (with
     /// END_STREAM) together, so they leave in one write, as the C-core and Go clients send
     /// a unary call and as HTTP+JSON's clients send a request.
-    OneWrite(h2::client::SendRequest<bytes::Bytes>),
+    OneWrite {
+        send: h2::client::SendRequest<bytes::Bytes>,
+        base: String,
+    },
 }
 
 impl GrpcClient {
@@ -239,22 +242,24 @@ impl GrpcClient {
         tcp.set_nodelay(true)?;
         let (send, connection) = h2::client::handshake(tcp).await?;
         tokio::spawn(connection);
-        Ok(GrpcClient::OneWrite(send))
+        Ok(GrpcClient::OneWrite {
+            send,
+            base: base.to_owned(),
+        })
     }
 
     /// One call of `method` with `request` (encoded by prost, as a gRPC client's generated
     /// stubs encode it); the answer's bytes, undecoded (as `get` takes HTTP's body).
     async fn call(
         &self,
-        base: &str,
         method: &str,
         request: impl prost::Message,
     ) -> anyhow::Result<bytes::Bytes> {
         let message = bytes::Bytes::from(request.encode_to_vec());
         let path = format!("/lf.a2a.v1.A2AService/{method}");
-        let send = match self {
+        let (send, base) = match self {
             GrpcClient::Tonic(channel) => return tonic_call(channel, &path, message).await,
-            GrpcClient::OneWrite(send) => send.clone(),
+            GrpcClient::OneWrite { send, base } => (send.clone(), base),
         };
         let req = axum::http::Request::post(format!("{base}{path}"))
             .header("content-type", "application/grpc")
@@ -346,7 +351,7 @@ async fn grpc_rate(
         ..Default::default()
     };
     let first = GrpcClient::connect(base, one_write).await?;
-    let sent = pb::SendMessageResponse::decode(first.call(base, "SendMessage", send(0)).await?)?;
+    let sent = pb::SendMessageResponse::decode(first.call("SendMessage", send(0)).await?)?;
     let task = match sent.payload {
         Some(pb::send_message_response::Payload::Task(t)) => t.id,
         _ => anyhow::bail!("SendMessage answered no task"),
@@ -363,7 +368,6 @@ async fn grpc_rate(
             }
         };
         let (task, done, measuring) = (task.clone(), done.clone(), measuring.clone());
-        let base = target.base.clone();
         workers.push(tokio::spawn(async move {
             let mut n = (w as u64) << 32;
             while Instant::now() < stop {
@@ -373,8 +377,8 @@ async fn grpc_rate(
                     ..Default::default()
                 };
                 match op {
-                    Op::GetTask => channel.call(&base, "GetTask", get()).await?,
-                    Op::SendMessage => channel.call(&base, "SendMessage", send(n)).await?,
+                    Op::GetTask => channel.call("GetTask", get()).await?,
+                    Op::SendMessage => channel.call("SendMessage", send(n)).await?,
                 };
                 if measuring.load(Ordering::Relaxed) {
                     done.fetch_add(1, Ordering::Relaxed);
